@@ -1,0 +1,34 @@
+"""The package's exceptions: one base, one subclass per kind of bad input.
+
+Messages name what is wrong and where, with the offending values, e.g.
+``q has shape (5,), but the model has 6 joints`` or
+``joint 'elbow': axis (0, 0, 0) has zero length (line 42)``.
+"""
+
+
+class RneaControllerError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class UrdfError(RneaControllerError, ValueError):
+    """The URDF (or DH table) cannot be turned into a model: syntax, tree or inertial data."""
+
+
+class ModelError(RneaControllerError, ValueError):
+    """A request on a model is invalid: unknown link or joint, bad payload."""
+
+
+class DimensionError(RneaControllerError, ValueError):
+    """An array has the wrong shape for the model, or holds non-finite values."""
+
+
+class TrajectoryError(RneaControllerError, ValueError):
+    """A trajectory is refused (joint names, timing, lengths, limits)."""
+
+
+class ParameterError(RneaControllerError, ValueError):
+    """A controller parameter (gain, limit, law, payload, gravity) is invalid."""
+
+
+class BagError(RneaControllerError, ValueError):
+    """A bag cannot be validated: missing topic, empty, corrupt, or not matching the model."""

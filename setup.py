@@ -1,0 +1,42 @@
+"""ament_python set-up: `colcon build` on a ROS 2 machine, `pip install -e .` in a venv."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = 'rnea_controller'
+
+setup(
+    name=package_name,
+    version='0.1.0',
+    packages=find_packages(exclude=['test', 'test.*', 'bench']),
+    package_data={package_name: ['urdf/*.urdf']},
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
+        ('share/' + package_name, ['package.xml']),
+        ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
+        ('share/' + package_name + '/config', glob('config/*.yaml')),
+        ('share/' + package_name + '/urdf', glob('rnea_controller/urdf/*.urdf')),
+    ],
+    python_requires='>=3.10',
+    install_requires=['setuptools', 'numpy', 'numba', 'pyyaml'],
+    zip_safe=True,
+    maintainer='rnea_controller maintainers',
+    maintainer_email='maintainers@rnea-controller.invalid',
+    description='Computed-torque control with the recursive Newton-Euler algorithm, for ROS 2.',
+    license='Apache-2.0',
+    tests_require=['pytest'],
+    entry_points={
+        'console_scripts': [
+            'controller = rnea_controller.node:main',
+            'rnea-controller = rnea_controller.node:main',
+            'sim = rnea_controller.sim:main',
+            'rnea-sim = rnea_controller.sim:main',
+            'send_trajectory = rnea_controller.send_trajectory:main',
+            'rnea-send-trajectory = rnea_controller.send_trajectory:main',
+            'demo = rnea_controller.demo:main',
+            'rnea-demo = rnea_controller.demo:main',
+            'validate = rnea_controller.validate:main',
+            'rnea-validate = rnea_controller.validate:main',
+        ],
+    },
+)
