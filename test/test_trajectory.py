@@ -1,0 +1,181 @@
+"""Trajectory sampling: joint_trajectory_controller semantics, boundary conditions, refusals."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+import numpy as np
+import pytest
+
+from rnea_controller.errors import TrajectoryError
+from rnea_controller.trajectory import Trajectory, TrajectoryPoint, plan, validate
+
+JOINTS = ('a', 'b', 'c')
+LIMITS = np.array([[-3.0, 3.0], [-2.0, 2.0], [-np.inf, np.inf]])
+REST = np.zeros((3, 3))
+
+
+def make(points, names=JOINTS, current=REST, now=10.0, start_time=None, allow_partial=False):
+    return plan(names, points, joint_names=JOINTS, position_limits=LIMITS, current=current,
+                now=now, start_time=start_time, allow_partial=allow_partial)
+
+
+def numeric_derivative(traj, t, row, h=1e-6):
+    return (traj.sample(t + h)[row] - traj.sample(t - h)[row]) / (2 * h)
+
+
+def test_hold_is_constant_with_zero_velocity_and_acceleration():
+    traj = Trajectory.hold([0.1, -0.2, 0.3], 5.0)
+    for t in (0.0, 5.0, 1e6):
+        np.testing.assert_array_equal(traj.sample(t), [[0.1, -0.2, 0.3], [0, 0, 0], [0, 0, 0]])
+
+
+def test_positions_only_is_linear_from_the_current_desired_state():
+    current = np.array([[0.5, 0.0, 1.0], [0.3, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    traj = make([TrajectoryPoint(2.0, (1.5, -1.0, 1.0)), TrajectoryPoint(3.0, (1.5, 0.0, 0.0))],
+                current=current)
+    np.testing.assert_allclose(traj.sample(11.0)[0], [1.0, -0.5, 1.0])
+    np.testing.assert_allclose(traj.sample(11.0)[1], [0.5, -0.5, 0.0])
+    np.testing.assert_allclose(traj.sample(12.5), [[1.5, -0.5, 0.5], [0, 1, -1], [0, 0, 0]])
+
+
+def test_cubic_matches_positions_and_velocities_at_every_knot():
+    current = np.array([[0.1, 0.2, 0.3], [0.5, -0.5, 0.0], [9.0, 9.0, 9.0]])
+    pts = [TrajectoryPoint(1.0, (1.0, 1.0, 1.0), (0.2, 0.0, -1.0)),
+           TrajectoryPoint(2.5, (0.0, -1.0, 2.0), (0.0, 0.1, 0.0))]
+    traj = make(pts, current=current)
+    np.testing.assert_allclose(traj.sample(10.0)[:2], current[:2], atol=1e-12)
+    for point in pts:
+        t = 10.0 + point.time_from_start
+        np.testing.assert_allclose(traj.sample(t - 1e-12)[0], point.positions, atol=1e-9)
+        np.testing.assert_allclose(traj.sample(t - 1e-12)[1], point.velocities, atol=1e-9)
+    for t in (10.3, 11.7, 12.2):
+        np.testing.assert_allclose(numeric_derivative(traj, t, 0), traj.sample(t)[1], atol=1e-6)
+        np.testing.assert_allclose(numeric_derivative(traj, t, 1), traj.sample(t)[2], atol=1e-5)
+
+
+def test_quintic_matches_positions_velocities_and_accelerations_at_every_knot():
+    current = np.array([[0.1, 0.2, 0.3], [0.5, -0.5, 0.0], [1.0, 2.0, -3.0]])
+    pts = [TrajectoryPoint(1.0, (1.0, 1.0, 1.0), (0.2, 0.0, -1.0), (0.0, 1.0, 2.0)),
+           TrajectoryPoint(2.0, (0.0, -1.0, 2.0), (0.0, 0.1, 0.0), (-1.0, 0.0, 0.5))]
+    traj = make(pts, current=current)
+    np.testing.assert_allclose(traj.sample(10.0), current, atol=1e-12)
+    for point in pts:
+        state = traj.sample(10.0 + point.time_from_start - 1e-12)
+        expected = [point.positions, point.velocities, point.accelerations]
+        np.testing.assert_allclose(state, expected, atol=1e-8)
+    np.testing.assert_allclose(numeric_derivative(traj, 10.6, 1), traj.sample(10.6)[2], atol=1e-5)
+
+
+def test_after_the_last_point_holds_it_at_rest():
+    pts = [TrajectoryPoint(1.0, (1.0, 1.0, 1.0), (0.2, 0.3, -1.0))]
+    traj = make(pts)
+    np.testing.assert_array_equal(traj.sample(11.0), [[1, 1, 1], [0, 0, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(traj.sample(100.0), [[1, 1, 1], [0, 0, 0], [0, 0, 0]])
+    assert traj.is_holding(11.0) and not traj.is_holding(10.999)
+
+
+def test_joint_order_in_the_message_does_not_matter():
+    pts = [TrajectoryPoint(1.0, (0.1, 0.2, 0.3), (1.0, 2.0, 3.0))]
+    permuted = [TrajectoryPoint(1.0, (0.3, 0.1, 0.2), (3.0, 1.0, 2.0))]
+    a, b = make(pts), make(permuted, names=('c', 'a', 'b'))
+    for t in (10.2, 10.7, 11.5):
+        np.testing.assert_array_equal(a.sample(t), b.sample(t))
+
+
+@pytest.mark.parametrize('velocities', [(), (0.5, -0.5, 0.2)])
+def test_replacement_starts_from_the_current_desired_state_without_a_jump(velocities):
+    old = make([TrajectoryPoint(1.0, (1.0, 1.0, 1.0), (0.5, 0.5, 0.5), (0.0, 0.0, 0.0)),
+                TrajectoryPoint(2.0, (2.0, 0.0, -1.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))])
+    t = 10.4
+    accelerations = (0.0, 0.0, 0.0) if velocities else ()
+    new = make([TrajectoryPoint(1.0, (-1.0, 0.5, 0.0), velocities, accelerations)],
+               current=old.sample(t), now=t)
+    before, after = old.sample(t), new.sample(t)
+    np.testing.assert_allclose(after[0], before[0], atol=1e-12)
+    if velocities:  # cubic and quintic segments also keep the velocity
+        np.testing.assert_allclose(after[1], before[1], atol=1e-12)
+    np.testing.assert_allclose(new.sample(t + 1e-6)[0], before[0], atol=1e-5)
+
+
+def test_a_future_start_interpolates_from_now_to_the_first_point():
+    traj = make([TrajectoryPoint(0.0, (1.0, 1.0, 1.0))], start_time=12.0)
+    np.testing.assert_allclose(traj.sample(10.0)[0], 0.0)
+    np.testing.assert_allclose(traj.sample(11.0)[0], 0.5)
+    np.testing.assert_allclose(traj.sample(12.0)[0], 1.0)
+
+
+def test_points_already_in_the_past_are_skipped_without_a_jump():
+    pts = [TrajectoryPoint(1.0, (1.0, 1.0, 1.0)), TrajectoryPoint(3.0, (2.0, 2.0, 2.0))]
+    traj = make(pts, start_time=8.5)  # point 0 at 9.5 is past, point 1 at 11.5
+    np.testing.assert_allclose(traj.sample(10.0)[0], 0.0)
+    np.testing.assert_allclose(traj.sample(11.5)[0], 2.0)
+    assert traj.times.tolist() == [10.0, 11.5]
+
+
+def test_partial_goal_keeps_the_missing_joints_where_they_are_desired():
+    current = np.array([[0.1, 0.2, 0.3], [0, 0, 0], [0, 0, 0]])
+    with pytest.raises(TrajectoryError, match=r"lacks joints \['c'\].*allow_partial"):
+        make([TrajectoryPoint(1.0, (1.0, 1.0))], names=('b', 'a'), current=current)
+    traj = make([TrajectoryPoint(1.0, (1.0, -1.0))], names=('b', 'a'), current=current,
+                allow_partial=True)
+    np.testing.assert_allclose(traj.sample(11.0)[0], [-1.0, 1.0, 0.3])
+    np.testing.assert_allclose(traj.sample(10.5)[0], [-0.45, 0.6, 0.3])
+
+
+nan, inf = float('nan'), float('inf')
+P = TrajectoryPoint
+
+
+@pytest.mark.parametrize('names, points, message', [
+    ((), [P(1.0, ())], 'no joint names'),
+    (JOINTS, [], 'no points'),
+    (('a', 'b', 'x'), [P(1.0, (0, 0, 0))], "joint 'x' is not a controlled joint"),
+    (('a', 'b', 'a'), [P(1.0, (0, 0, 0))], "joint 'a' appears more than once"),
+    (JOINTS, [P(1.0, (0, 0))], 'point 0: positions has 2 values, expected 3'),
+    (JOINTS, [P(1.0, (0, 0, 0), (1, 2))], 'point 0: velocities has 2 values, expected 3'),
+    (JOINTS, [P(1.0, (0, 0, 0), (0, 0, 0), (1,))], 'point 0: accelerations has 1 values'),
+    (JOINTS, [P(1.0, (0, 0, 0), (), (1, 1, 1))], 'accelerations are given without velocities'),
+    (JOINTS, [P(1.0, (0, 0, 0)), P(1.0, (1, 1, 1))],
+     r'point 1: time_from_start 1.0 s is not after point 0 \(1.0 s\)'),
+    (JOINTS, [P(2.0, (0, 0, 0)), P(1.0, (1, 1, 1))], 'point 1: time_from_start 1.0 s'),
+    (JOINTS, [P(-1.0, (0, 0, 0))], 'point 0: time_from_start -1.0 s must be finite'),
+    (JOINTS, [P(nan, (0, 0, 0))], 'point 0: time_from_start nan s'),
+    (JOINTS, [P(1.0, (0, nan, 0))], "point 0: positions of joint 'b' is nan"),
+    (JOINTS, [P(1.0, (0, 0, 0), (0, 0, inf))], "point 0: velocities of joint 'c' is inf"),
+    (JOINTS, [P(1.0, (0, 0, 0)), P(2.0, (0, 2.5, 0))],
+     r"point 1: position 2.5 of joint 'b' is outside its limits \[-2.0, 2.0\]"),
+])
+def test_each_refusal_rule_names_what_and_where(names, points, message):
+    with pytest.raises(TrajectoryError, match=message):
+        make(points, names=names)
+
+
+def test_a_trajectory_that_ends_in_the_past_is_refused():
+    with pytest.raises(TrajectoryError, match='ends 0.500000 s in the past'):
+        make([TrajectoryPoint(1.0, (0, 0, 0))], start_time=8.5)
+    with pytest.raises(TrajectoryError, match='in the past'):
+        make([TrajectoryPoint(0.0, (0, 0, 0))])  # stamp zero, a single point at t = 0
+
+
+def test_continuous_joints_have_no_position_limit():
+    assert validate(JOINTS, [P(1.0, (0, 0, 1e3))], JOINTS, LIMITS).tolist() == [0, 1, 2]
+
+
+finite = st.floats(-1.5, 1.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.05, 2.0), st.lists(finite, min_size=9, max_size=9)),
+                min_size=1, max_size=5), st.sampled_from([1, 3, 5]))
+def test_position_is_continuous_at_every_knot(segments, order):
+    t, points = 0.0, []
+    for dt, values in segments:
+        t += dt
+        v = tuple(values[3:6]) if order >= 3 else ()
+        a = tuple(values[6:9]) if order == 5 else ()
+        points.append(P(t, tuple(values[:3]), v, a))
+    traj = make(points)
+    for knot in traj.times[1:]:
+        left, right = traj.sample(knot - 1e-9), traj.sample(knot + 1e-9)
+        assert np.all(np.isfinite(left)) and np.all(np.isfinite(right))
+        np.testing.assert_allclose(left[0], right[0], atol=1e-6)
+        if order >= 3 and knot < traj.end_time:
+            np.testing.assert_allclose(left[1], right[1], atol=1e-5)
