@@ -1,0 +1,256 @@
+"""The robot model: an immutable kinematic tree with spatial inertias, indexed by joint.
+
+Body i is the link moved by actuated joint i; links attached by fixed (or locked) joints are
+merged into the body they hang from, their inertia moved onto it. λ(i) = `parents[i]` is the
+body that joint i hangs from (-1: the fixed base), with λ(i) < i (Featherstone 2008, §4.1.2).
+Joint i is placed in body λ(i) at q = 0 by rotation `R_tree[i]` and origin `p_tree[i]`, and
+moves about (revolute) or along (prismatic) the unit vector `axes[i]` of its own frame, so
+
+    ⁱX_λ(i)(q_i) = X_J(q_i) X_T(i),   S_i = [0; axis] (revolute) or [axis; 0] (prismatic).
+
+Spatial vectors are [linear; angular] (see `spatial.py`).
+"""
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from rnea_controller import spatial
+from rnea_controller.description import check_inertial, here, LinkSpec, tree_order
+from rnea_controller.errors import DimensionError, ModelError, UrdfError
+
+STANDARD_GRAVITY = (0.0, 0.0, -9.81)
+
+
+def default_urdf_path():
+    """Path of the arm URDF bundled with the package (the default model everywhere)."""
+    return Path(__file__).resolve().parent / 'urdf' / 'arm.urdf'
+
+
+def _frozen(array, dtype=float):
+    array = np.array(array, dtype=dtype)
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False)
+class RobotModel:
+    """Immutable kinematic tree of a fixed-base robot, as read from URDF or a DH table.
+
+    Attributes (n actuated joints, in model order: depth-first from the root):
+        joint_names, joint_types: tuples of n names and URDF types
+        link_names: every link of the source, the names `f_ext` and `with_payload` accept
+        parents: λ(i), shape (n,), -1 for the base
+        axes, R_tree, p_tree: joint axes (n, 3), placements (n, 3, 3) and (n, 3) [m]
+        inertias: spatial inertia of each body about its frame origin, (n, 6, 6) [kg, kg·m, kg·m²]
+        effort_limits [N·m or N], velocity_limits [rad/s or m/s]: (n,), inf where absent
+        position_limits: (n, 2) lower and upper [rad or m], ±inf where absent
+        gravity: (3,) in the base frame [m/s²]
+        urdf: the source URDF text, or None
+    """
+
+    name: str
+    joint_names: tuple
+    joint_types: tuple
+    link_names: tuple
+    parents: np.ndarray
+    axes: np.ndarray
+    R_tree: np.ndarray
+    p_tree: np.ndarray
+    inertias: np.ndarray
+    effort_limits: np.ndarray
+    velocity_limits: np.ndarray
+    position_limits: np.ndarray
+    gravity: np.ndarray = field(default_factory=lambda: _frozen(STANDARD_GRAVITY))
+    urdf: str | None = None
+    link_frames: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def n(self):
+        """Number of actuated joints (nq = nv = n)."""
+        return len(self.joint_names)
+
+    @property
+    def prismatic(self):
+        """Boolean mask (n,): True where the joint is prismatic."""
+        return np.array([t == 'prismatic' for t in self.joint_types])
+
+    @property
+    def S(self):
+        """Motion subspace vectors S_i, shape (n, 6): [0; axis] revolute, [axis; 0] prismatic."""
+        S = np.zeros((self.n, 6))
+        for i, axis in enumerate(self.axes):
+            S[i, :3] = axis if self.joint_types[i] == 'prismatic' else 0.0
+            S[i, 3:] = 0.0 if self.joint_types[i] == 'prismatic' else axis
+        return S
+
+    def joint_index(self, name):
+        """Index of joint `name` in model order; ModelError if unknown."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ModelError(f"unknown joint '{name}'; the model's joints are "
+                             f'{", ".join(self.joint_names)}') from None
+
+    def link_frame(self, link):
+        """(body index, R, p): where link `link` sits in its body (-1 = the fixed base)."""
+        if link not in self.link_frames:
+            raise ModelError(f"unknown link '{link}'; the model's links are "
+                             f'{", ".join(self.link_names)}')
+        return self.link_frames[link]
+
+    # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_urdf_string(cls, xml, *, locked_joints=None):
+        """Model from URDF text. `locked_joints`: names (locked at 0) or {name: value}."""
+        from rnea_controller.urdf import parse_urdf
+        return cls.from_description(parse_urdf(xml), locked_joints=locked_joints)
+
+    @classmethod
+    def from_urdf_file(cls, path, *, locked_joints=None):
+        """Model from a URDF file; see `from_urdf_string`."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as error:
+            raise UrdfError(f'cannot read URDF file {path}: {error.strerror}') from None
+        try:
+            return cls.from_urdf_string(text, locked_joints=locked_joints)
+        except UrdfError as error:
+            raise UrdfError(f'{path}: {error}') from None
+
+    @classmethod
+    def from_dh(cls, rows, convention='standard', *, name='dh_arm'):
+        """Serial chain from a Denavit-Hartenberg table; see `dh.description_from_dh`."""
+        from rnea_controller.dh import description_from_dh
+        return cls.from_description(description_from_dh(rows, convention, name))
+
+    @classmethod
+    def from_description(cls, description, *, locked_joints=None):
+        """Build the tree: order joints, merge fixed and locked joints, move inertias."""
+        root, ordered = tree_order(description)
+        locked = _locked_values(locked_joints, ordered)
+        frames = {root: (-1, np.eye(3), np.zeros(3))}
+        joints = []
+        for joint in ordered:
+            body, R_b, p_b = frames[joint.parent]
+            R_o, p_o = R_b @ joint.R, R_b @ joint.p + p_b
+            if joint.type == 'fixed' or joint.name in locked:
+                R_j, p_j = joint_motion(joint.type, joint.axis, locked.get(joint.name, 0.0))
+                frames[joint.child] = (body, R_o @ R_j, R_o @ p_j + p_o)
+                continue
+            if joint.mimic is not None:
+                raise UrdfError(f'{here("joint", joint.name, joint.where)}: mimics joint '
+                                f"'{joint.mimic}'; mimic joints are not supported: lock it "
+                                f"with locked_joints=['{joint.name}']")
+            frames[joint.child] = (len(joints), np.eye(3), np.zeros(3))
+            joints.append((joint, body, R_o, p_o))
+        if not joints:
+            raise UrdfError(f"robot '{description.name}' has no actuated joint")
+        inertias = np.zeros((len(joints), 6, 6))
+        for link in description.links:
+            check_inertial(link)
+            _add_link_inertia(inertias, frames[link.name], link)
+        return cls._from_parts(description, joints, inertias, frames)
+
+    @classmethod
+    def _from_parts(cls, description, joints, inertias, frames):
+        spec = [j for j, *_ in joints]
+        return cls(
+            name=description.name,
+            joint_names=tuple(j.name for j in spec),
+            joint_types=tuple(j.type for j in spec),
+            link_names=tuple(link.name for link in description.links),
+            parents=_frozen([body for _, body, _, _ in joints], dtype=np.int64),
+            axes=_frozen([j.axis for j in spec]),
+            R_tree=_frozen([R for *_, R, _ in joints]),
+            p_tree=_frozen([p for *_, p in joints]),
+            inertias=_frozen(inertias),
+            effort_limits=_frozen([j.effort for j in spec]),
+            velocity_limits=_frozen([j.velocity for j in spec]),
+            position_limits=_frozen([[j.lower, j.upper] for j in spec]),
+            urdf=description.source,
+            link_frames=frames,
+        )
+
+    # --- variations ---------------------------------------------------------------------
+
+    def with_payload(self, link, mass, com=(0.0, 0.0, 0.0), inertia=None):
+        """New model with a rigid payload fixed to `link`.
+
+        Args:
+            link: name of the link carrying it
+            mass: [kg], ≥ 0
+            com: its centre of mass in the link frame [m]
+            inertia: 3×3 about its centre of mass, link axes [kg·m²] (default: a point mass)
+        """
+        body, R, p = self.link_frame(link)
+        if body < 0:
+            raise ModelError(f"link '{link}' is part of the fixed base: a payload there "
+                             'loads no joint')
+        payload = LinkSpec(f'payload on {link}', float(mass), _vector(com, 3, 'payload com'),
+                           np.zeros((3, 3)) if inertia is None else _matrix3(inertia))
+        try:
+            check_inertial(payload)
+        except UrdfError as error:
+            raise ModelError(str(error)) from None
+        inertias = np.array(self.inertias)
+        _add_link_inertia(inertias, (body, R, p), payload)
+        return replace(self, inertias=_frozen(inertias))
+
+    def with_gravity(self, gravity):
+        """New model with gravity `gravity` (3,) in the base frame [m/s²]."""
+        return replace(self, gravity=_frozen(_vector(gravity, 3, 'gravity')))
+
+    def __repr__(self):
+        return (f'RobotModel({self.name!r}, {self.n} joints: {", ".join(self.joint_names)}; '
+                f'parents {self.parents.tolist()})')
+
+
+def joint_motion(kind, axis, q):
+    """(R, p) of a joint's child frame in its joint frame at position q [rad or m]."""
+    if kind == 'prismatic':
+        return np.eye(3), np.asarray(axis) * q
+    if kind in ('revolute', 'continuous'):
+        return spatial.rotation_about(axis, q), np.zeros(3)
+    return np.eye(3), np.zeros(3)
+
+
+def _add_link_inertia(inertias, frame, link):
+    body, R, p = frame
+    if body >= 0:
+        I_link = spatial.spatial_inertia(link.mass, link.com, link.inertia)
+        inertias[body] += spatial.transform_inertia(I_link, R, p)
+
+
+def _locked_values(locked_joints, ordered):
+    if locked_joints is None:
+        return {}
+    if not isinstance(locked_joints, dict):
+        locked_joints = {name: 0.0 for name in locked_joints}
+    known = {j.name for j in ordered}
+    for name, value in locked_joints.items():
+        if name not in known:
+            raise UrdfError(f"locked joint '{name}' is not a joint of the robot")
+        if not np.isfinite(value):
+            raise UrdfError(f"locked joint '{name}': value {value} is not finite")
+    return {name: float(value) for name, value in locked_joints.items()}
+
+
+def _vector(values, size, what):
+    array = np.asarray(values, dtype=float)
+    if array.shape != (size,) or not np.all(np.isfinite(array)):
+        raise DimensionError(f'{what} must be {size} finite numbers, got {values!r}')
+    return array
+
+
+def _matrix3(values):
+    array = np.asarray(values, dtype=float)
+    if array.shape == (6,):
+        ixx, ixy, ixz, iyy, iyz, izz = array
+        array = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    if array.shape != (3, 3) or not np.allclose(array, array.T):
+        raise DimensionError('inertia must be a symmetric 3×3 matrix or '
+                             f'[ixx, ixy, ixz, iyy, iyz, izz], got {values!r}')
+    return array
