@@ -1,0 +1,231 @@
+"""Control law and limits against Pinocchio (rnea, crba) on real URDFs; parameter validation."""
+from conftest import robot_data_urdf
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from rnea_controller import gravity_torques, RobotModel
+from rnea_controller.control import Controller, default_gains, DEFAULTS, validate_parameters
+from rnea_controller.errors import ParameterError
+
+PANDA_FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
+ROBOTS = {
+    'ur5': ('ur_description/urdf/ur5_robot.urdf', []),
+    'panda': ('panda_description/urdf/panda.urdf', PANDA_FINGERS),
+}
+TOOL = {'ur5': 'tool0', 'panda': 'panda_hand'}
+
+
+class Oracle:
+    """Pinocchio's model of the same URDF, indexed in our model's joint order."""
+
+    def __init__(self, path, locked, names):
+        full = pin.buildModelFromUrdf(str(path))
+        locked_ids = [full.getJointId(name) for name in locked]
+        self.model = (pin.buildReducedModel(full, locked_ids, pin.neutral(full))
+                      if locked_ids else full)
+        self.data = self.model.createData()
+        self.order = np.array([self.model.joints[self.model.getJointId(n)].idx_q for n in names])
+
+    def to_pin(self, x):
+        out = np.zeros(self.model.nq)
+        out[self.order] = x
+        return out
+
+    def rnea(self, q, qd, qdd, fext=None):
+        args = [self.to_pin(q), self.to_pin(qd), self.to_pin(qdd)]
+        if fext is not None:
+            args.append(fext)
+        return pin.rnea(self.model, self.data, *args)[self.order]
+
+    def crba_and_bias(self, q, qd):
+        M = pin.crba(self.model, self.data, self.to_pin(q))
+        M = np.triu(M) + np.triu(M, 1).T
+        h = pin.nonLinearEffects(self.model, self.data, self.to_pin(q), self.to_pin(qd))
+        return M[np.ix_(self.order, self.order)], h[self.order]
+
+    def link_wrench(self, link, wrench):
+        """Our f_ext {link: wrench in the link frame} as Pinocchio's per-joint local forces."""
+        frame = self.model.frames[self.model.getFrameId(link)]
+        fext = [pin.Force.Zero() for _ in range(self.model.njoints)]
+        fext[frame.parentJoint] = frame.placement.act(pin.Force(np.asarray(wrench)))
+        return fext
+
+
+@pytest.fixture(scope='module', params=sorted(ROBOTS))
+def robot(request):
+    relative, locked = ROBOTS[request.param]
+    path = robot_data_urdf(relative)
+    model = RobotModel.from_urdf_file(path, locked_joints=locked)
+    oracle = Oracle(path, locked, model.joint_names)
+    oracle.tool = TOOL[request.param]
+    return model, oracle
+
+
+def random_state(model, rng, scale=0.3):
+    lower, upper = model.position_limits.T
+    q = rng.uniform(np.maximum(lower, -3.0), np.minimum(upper, 3.0))
+    ref = np.stack([q + rng.normal(0, scale, model.n), rng.normal(0, 1, model.n),
+                    rng.normal(0, 2, model.n)])
+    return q, rng.normal(0, 1, model.n), ref
+
+
+def test_computed_torque_equals_pinocchio_rnea_and_crba(robot):
+    model, oracle = robot
+    cfg = validate_parameters({'gains.' + model.joint_names[0] + '.p': 90.0}, model)
+    controller, rng = Controller(cfg), np.random.default_rng(1)
+    for _ in range(20):
+        q, qd, ref = random_state(model, rng)
+        tau = controller.command(cfg, q, qd, ref).copy()
+        qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+        expected = oracle.rnea(q, qd, qdd)
+        np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                                   rtol=1e-9, atol=1e-9)
+        M, h = oracle.crba_and_bias(q, qd)
+        np.testing.assert_allclose(expected, M @ qdd + h, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref), atol=1e-9)
+    assert cfg.kp[0] == 90.0 and cfg.kp[1] == 400.0 and cfg.kd[0] == 40.0
+
+
+def test_feedforward_pd_equals_pinocchio_rnea_plus_pd(robot):
+    model, oracle = robot
+    cfg = validate_parameters({'control_law': 'feedforward_pd'}, model)
+    controller, rng = Controller(cfg), np.random.default_rng(2)
+    for _ in range(20):
+        q, qd, ref = random_state(model, rng)
+        tau = controller.command(cfg, q, qd, ref)
+        expected = oracle.rnea(*ref) + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+        np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                                   rtol=1e-9, atol=1e-9)
+
+
+def test_feedforward_pd_default_gains_scale_with_the_joint_inertia(robot):
+    model, oracle = robot
+    cfg = validate_parameters({'control_law': 'feedforward_pd'}, model)
+    q0 = np.clip(np.zeros(model.n), *model.position_limits.T)
+    M, _ = oracle.crba_and_bias(q0, np.zeros(model.n))
+    inertia = np.maximum(np.diag(M), 1e-3)
+    np.testing.assert_allclose(cfg.kp, 400.0 * inertia, rtol=1e-9)
+    np.testing.assert_allclose(cfg.kd, 40.0 * inertia, rtol=1e-9)
+    np.testing.assert_array_equal(default_gains(model, np.arange(model.n), 'computed_torque')[0],
+                                  np.full(model.n, 400.0))
+
+
+def test_joints_not_controlled_enter_rnea_at_their_measured_state(robot):
+    model, oracle = robot
+    joints = [model.joint_names[1], model.joint_names[0], model.joint_names[3]]
+    cfg = validate_parameters({'joints': joints}, model)
+    q, qd, full_ref = random_state(model, np.random.default_rng(3))
+    ref = full_ref[:, cfg.index]
+    tau = Controller(cfg).command(cfg, q, qd, ref)
+    qdd = np.zeros(model.n)
+    qdd[cfg.index] = ref[2] + 400.0 * (ref[0] - q[cfg.index]) + 40.0 * (ref[1] - qd[cfg.index])
+    expected = oracle.rnea(q, qd, qdd)[cfg.index]
+    np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_payload_gravity_and_external_wrench_match_pinocchio(robot):
+    model, oracle = robot
+    link = oracle.tool
+    payload = {'payload.link': link, 'payload.mass': 1.5, 'payload.com': [0.01, 0.02, 0.05],
+               'payload.inertia': [0.01, 0.0, 0.0, 0.02, 0.0, 0.03], 'gravity': [0.5, 0, -9.7]}
+    cfg = validate_parameters(payload, model)
+    frame = oracle.model.frames[oracle.model.getFrameId(link)]
+    inertia = pin.Inertia(1.5, np.array([0.01, 0.02, 0.05]), np.diag([0.01, 0.02, 0.03]))
+    pin_model = oracle.model.copy()
+    pin_model.inertias[frame.parentJoint] += frame.placement.act(inertia)
+    pin_model.gravity.linear = np.array([0.5, 0, -9.7])
+    with_payload = Oracle.__new__(Oracle)
+    with_payload.model, with_payload.data = pin_model, pin_model.createData()
+    with_payload.order = oracle.order
+    q, qd, ref = random_state(model, np.random.default_rng(4), scale=0.01)
+    wrench = np.array([3.0, -2.0, 5.0, 0.2, 0.1, -0.3])
+    tau = Controller(cfg).command(cfg, q, qd, ref, f_ext={link: wrench})
+    qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+    expected = with_payload.rnea(q, qd, qdd, with_payload.link_wrench(link, wrench))
+    np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                               rtol=1e-9, atol=1e-9)
+
+
+@pytest.fixture(scope='module')
+def ur5():
+    return RobotModel.from_urdf_file(robot_data_urdf(ROBOTS['ur5'][0]))
+
+
+def test_effort_clamp_takes_the_smaller_limit_and_counts_saturation(ur5):
+    wrist = ur5.joint_names[-1]
+    cfg = validate_parameters({f'effort_limits.{wrist}': 5.0}, ur5)
+    assert cfg.effort_limits[-1] == 5.0 and cfg.effort_limits[0] == ur5.effort_limits[0]
+    controller = Controller(cfg)
+    q = np.zeros(ur5.n)
+    ref = np.zeros((3, ur5.n))
+    ref[0] = np.linspace(1.0, 3.0, ur5.n)  # large errors: every joint wants more than its limit
+    for _ in range(3):
+        tau = controller.command(cfg, q, q, ref)
+    np.testing.assert_allclose(np.abs(tau), cfg.effort_limits)
+    assert controller.saturation.tolist() == [3] * ur5.n
+
+
+def test_torque_rate_limit_bounds_the_step_between_ticks(ur5):
+    cfg = validate_parameters({'torque_rate_limit': 1000.0}, ur5)  # 1 N·m per 1 ms tick
+    controller = Controller(cfg)
+    q = np.zeros(ur5.n)
+    first = controller.gravity_hold(cfg, q).copy()  # the first command is not rate limited
+    ref = np.zeros((3, ur5.n))
+    ref[0] = 0.5
+    second = controller.command(cfg, q, q, ref).copy()
+    assert np.all(np.abs(second - first) <= 1.0 + 1e-12)
+    assert np.any(np.abs(second - first) > 0.99)
+
+
+@pytest.mark.parametrize('bad', ['q', 'ref'])
+def test_non_finite_input_falls_back_to_a_finite_hold(ur5, bad):
+    cfg = validate_parameters({}, ur5)
+    controller = Controller(cfg)
+    q = np.full(ur5.n, 0.3)
+    ref = np.zeros((3, ur5.n))
+    if bad == 'ref':
+        ref[1, 2] = np.nan
+        tau = controller.command(cfg, q, q, ref)
+        hold = np.clip(gravity_torques(ur5, q), -cfg.effort_limits, cfg.effort_limits)
+        np.testing.assert_allclose(tau, hold, rtol=1e-12)
+        assert np.any(np.abs(hold) > 1.0)
+    else:
+        q_bad = q.copy()
+        q_bad[0] = np.inf
+        tau = controller.command(cfg, q_bad, q, ref)
+        np.testing.assert_array_equal(tau, np.zeros(ur5.n))
+    assert np.all(np.isfinite(tau)) and controller.fallbacks >= 1
+
+
+@pytest.mark.parametrize('values, message', [
+    ({'control_law': 'pid'}, "control_law = 'pid': must be one of computed_torque"),
+    ({'gains.elbow_joint.p': -1.0}, r'gains.elbow_joint.p = -1.0: must be a finite number >= 0'),
+    ({'gains.elbow_joint.d': float('nan')}, 'gains.elbow_joint.d = nan'),
+    ({'gains.nope.p': 1.0}, "gains.nope.p: 'nope' is not a controlled joint"),
+    ({'effort_limits.elbow_joint': 1000.0}, 'above the URDF limit 150 N·m'),
+    ({'effort_limits.elbow_joint': 0.0}, 'must be a finite number > 0'),
+    ({'torque_rate_limit': -5.0}, 'torque_rate_limit = -5.0'),
+    ({'payload.link': 'moon', 'payload.mass': 1.0}, "payload.link = 'moon': unknown link"),
+    ({'payload.link': 'tool0', 'payload.mass': -1.0}, 'payload.mass = -1.0'),
+    ({'payload.link': 'tool0', 'payload.mass': 1.0, 'payload.inertia': [-1, 0, 0, 1, 0, 1]},
+     'not positive semi-definite'),
+    ({'payload.com': [0.0, 0.0]}, r'payload.com = \[0.0, 0.0\]: must be 3 finite numbers'),
+    ({'gravity': [0.0, float('nan'), -9.81]}, 'gravity = .*must be 3 finite numbers'),
+    ({'joints': ['elbow_joint', 'wrist']}, "joints: 'wrist' is not a joint of the model"),
+    ({'joints': ['elbow_joint', 'elbow_joint']}, 'listed twice'),
+    ({'update_rate': 0}, 'update_rate = 0: must be a finite number > 0'),
+    ({'state_timeout': 0.0}, 'state_timeout'),
+    ({'stale_policy': 'panic'}, "stale_policy = 'panic': must be one of hold_then_stop"),
+    ({'final_command': 'brake'}, "final_command = 'brake'"),
+])
+def test_validate_parameters_refuses_with_the_parameter_and_value(ur5, values, message):
+    with pytest.raises(ParameterError, match=message):
+        validate_parameters(values, ur5)
+
+
+def test_defaults_are_valid_and_control_every_joint_in_model_order(ur5):
+    cfg = validate_parameters(dict(DEFAULTS), ur5)
+    assert cfg.joints == ur5.joint_names and cfg.law == 'computed_torque'
+    assert cfg.period == pytest.approx(1e-3) and cfg.torque_rate_limit == 0.0
