@@ -1,0 +1,473 @@
+"""`rnea-validate BAG`: turn a recorded run of the controller into a verdict, without ROS.
+
+Reads the bag (`bagio`), streams it chunk by chunk through the statistics of `metrics`, and
+writes report.json, report.md and PNG plots (`plots`) into the output directory. Thresholds
+make the verdict: exit 0 when every check passes, 1 when one fails, 2 on bad input (missing
+topic, empty or corrupt bag, unknown joints, a URDF that does not match the bag).
+
+Python API (used by the demo):
+
+    result = validate_bag('demo_output/bag', 'demo_output/validation')
+    print(result.table()); result.passed; result.failures
+"""
+import argparse
+from dataclasses import dataclass, field
+import json
+import math
+from pathlib import Path
+import sys
+
+import numpy as np
+
+from rnea_controller import bagio, metrics
+from rnea_controller.errors import BagError, RneaControllerError
+from rnea_controller.model import RobotModel
+
+DEFAULT_TOPICS = {
+    'joint_states': '/joint_states',
+    'reference': '/rnea_controller/reference',
+    'commands': '/effort_controller/commands',
+    'diagnostics': '/diagnostics',
+    'robot_description': '/robot_description',
+}
+
+# name: (what it bounds, unit, check(report) -> measured value)
+THRESHOLDS = {
+    'max_rms_error': ('tracking error RMS, worst joint', 'rad',
+                      lambda r: _worst(r['tracking']['joints'], 'rms')),
+    'max_error': ('tracking error max, worst joint', 'rad',
+                  lambda r: _worst(r['tracking']['joints'], 'max')),
+    'max_saturation': ('share of commands at the effort limit, worst joint', '',
+                       lambda r: _worst(r['saturation']['joints'], 'share')),
+    'max_jitter': ('loop period jitter p99', 'us',
+                   lambda r: r['loop']['jitter_us'].get('p99', math.nan)),
+    'max_missed_ticks': ('missed control ticks', '', lambda r: r['loop']['missed_ticks']),
+    'max_gap': ('longest gap of reference or joint states', 'ms', lambda r: _longest_gap(r)),
+    'min_rate': ('loop rate', 'Hz', lambda r: r['loop']['rate_hz']),
+    'max_residual_rms': ('model residual RMS, worst joint', 'N·m',
+                         lambda r: _worst(r['residual']['joints'], 'rms')),
+    'max_payload': ('|estimated payload|', 'kg', lambda r: abs(r['residual']['payload_kg'] or 0)),
+}
+PROGRESS_MIN_MESSAGES = 50_000
+
+
+def _worst(joints, key):
+    values = [v[key] for v in joints.values() if not math.isnan(v[key])]
+    return max(values) if values else math.nan
+
+
+def _longest_gap(report):
+    gaps = report['loop']['gaps'] + report['joint_states']['gaps']
+    return max((g['duration_ms'] for g in gaps), default=0.0)
+
+
+@dataclass
+class ValidationResult:
+    """The verdict on one bag: the report (as in report.json), failures, written files."""
+
+    report: dict
+    failures: list = field(default_factory=list)
+    files: dict = field(default_factory=dict)
+
+    @property
+    def passed(self):
+        return not self.failures
+
+    def table(self):
+        """The terminal summary: per-joint figures, loop timing, each gap, the payload."""
+        return format_table(self.report, self.failures)
+
+
+# ---------------------------------------------------------------------------- setup
+
+
+def load_model(bag, topics, urdf_path):
+    """The model from `urdf_path`, else from the bag's robot_description message."""
+    if urdf_path is not None:
+        return RobotModel.from_urdf_file(urdf_path), str(urdf_path)
+    topic = topics['robot_description']
+    if topic not in bag.topics:
+        raise BagError(f'bag {str(bag.path)!r} has no {topic!r} topic to take the model '
+                       'from; pass the URDF with --urdf')
+    bag.require(topic, bagio.STRING)
+    return RobotModel.from_urdf_string(bag.first(topic).data), topic
+
+
+def check_joints(bag, topics, model):
+    """(reference joint names, first reference stamp [ns]) after checking names against model."""
+    for key, msgtype in (('joint_states', bagio.JOINT_STATE), ('reference', bagio.JOINT_STATE),
+                         ('commands', bagio.FLOAT64_ARRAY)):
+        bag.require(topics[key], msgtype)
+    ref = bag.first(topics['reference'])
+    names = tuple(ref.name)
+    unknown = [n for n in names if n not in model.joint_names]
+    if unknown or not names:
+        raise BagError(f'{topics["reference"]} names joints {list(names)}; '
+                       f'{unknown or "none"} unknown to the model (its joints: '
+                       f'{", ".join(model.joint_names)})')
+    state_names = list(bag.first(topics['joint_states']).name)
+    missing = [n for n in model.joint_names if n not in state_names]
+    if missing:
+        raise BagError(f'the URDF does not match the bag: model joints {missing} are not in '
+                       f'{topics["joint_states"]} (it has {state_names})')
+    width = len(bag.first(topics['commands']).data)
+    if width != len(names):
+        raise BagError(f'{topics["commands"]} carries {width} values but '
+                       f'{topics["reference"]} names {len(names)} joints {list(names)}')
+    stamp = ref.header.stamp.sec * 1_000_000_000 + ref.header.stamp.nanosec
+    return names, stamp
+
+
+class _Analysis:
+    """Every statistic of one run, fed chunk by chunk from the bag."""
+
+    def __init__(self, model, names, t0, payload_link):
+        self.model, self.names = model, names
+        self.columns = [model.joint_index(n) for n in names]
+        limits = model.effort_limits[self.columns]
+        self.loop = metrics.TimingStats(t0)
+        self.states = metrics.TimingStats(t0)
+        self.tracking = metrics.TrackingStats(names, t0)
+        self.saturation = metrics.SaturationStats(names, limits, t0)
+        self.residual = metrics.ResidualStats(model, payload_link, t0)
+        self.malformed = {'joint_states': 0, 'reference': 0, 'commands': 0}
+        self.diagnostics = _Diagnostics()
+
+    def feed(self, key, chunk):
+        if key == 'diagnostics':
+            self.diagnostics.add(chunk)
+            return
+        self.malformed[key] += chunk.malformed
+        if key == 'joint_states':
+            self.states.update(chunk.stamps)
+            self.tracking.update(js_stamps=chunk.stamps, q=chunk.position[:, self.columns])
+            self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
+        elif key == 'reference':
+            self.loop.update(chunk.stamps)
+            self.tracking.update(ref_stamps=chunk.stamps, q_d=chunk.position)
+        else:
+            self.saturation.update(chunk.recv, chunk.data)
+
+    def report(self):
+        return {'loop': self.loop.result(), 'joint_states': self.states.result(),
+                'tracking': self.tracking.result(), 'saturation': self.saturation.result(),
+                'residual': self.residual.result(), 'malformed': self.malformed,
+                'diagnostics': self.diagnostics.result()}
+
+
+class _Diagnostics:
+    """Counts of statuses by level and the last values of each status name (bounded)."""
+
+    LEVELS = ('OK', 'WARN', 'ERROR', 'STALE')
+
+    def __init__(self):
+        self.levels = {}
+        self.last = {}
+
+    def add(self, statuses):
+        for s in statuses:
+            counts = self.levels.setdefault(s.name, dict.fromkeys(self.LEVELS, 0))
+            counts[self.LEVELS[s.level] if 0 <= s.level < 4 else 'ERROR'] += 1
+            self.last[s.name] = {'message': s.message, **s.values}
+
+    def result(self):
+        return {'levels': self.levels, 'last': self.last}
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
+                 progress=True, payload_link=None, plots=True, chunk_size=20000):
+    """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
+
+    Args:
+        bag_path: rosbag2 directory, .mcap or .db3 file
+        output_dir: created if needed
+        urdf_path: the model's URDF; default the bag's robot_description message
+        topics: overrides of DEFAULT_TOPICS (same keys)
+        thresholds: {name in THRESHOLDS: bound}; non-finite or over-limit commands always fail
+        progress: show a progress bar on long bags (stderr)
+        payload_link: link of the payload estimate; default the last joint's link
+    Raises:
+        RneaControllerError (BagError, UrdfError, ...) on bad input.
+    """
+    topics = {**DEFAULT_TOPICS, **(topics or {})}
+    unknown = set(thresholds or {}) - set(THRESHOLDS)
+    if unknown:
+        raise BagError(f'unknown thresholds {sorted(unknown)}; known: {sorted(THRESHOLDS)}')
+    with bagio.BagReader(bag_path) as bag:
+        model, source = load_model(bag, topics, urdf_path)
+        names, t0 = check_joints(bag, topics, model)
+        payload_link = payload_link or metrics.last_link(model)
+        model.link_frame(payload_link)
+        analysis = _Analysis(model, names, t0, payload_link)
+        _stream(bag, topics, model, names, analysis, progress, chunk_size)
+        report = _summary(bag, topics, model, source, names, analysis)
+    failures = check_thresholds(report, thresholds or {})
+    report['thresholds'] = {k: float(v) for k, v in (thresholds or {}).items()}
+    report['failures'] = failures
+    report['passed'] = not failures
+    files = write_outputs(Path(output_dir), report, failures, analysis if plots else None)
+    return ValidationResult(report, failures, files)
+
+
+def _stream(bag, topics, model, names, analysis, progress, chunk_size):
+    keys = {topics['joint_states']: 'joint_states', topics['reference']: 'reference',
+            topics['commands']: 'commands'}
+    specs = {topics['joint_states']: ('joint_state', model.joint_names),
+             topics['reference']: ('joint_state', names),
+             topics['commands']: ('array', len(names))}
+    if topics['diagnostics'] in bag.topics:
+        keys[topics['diagnostics']] = 'diagnostics'
+        specs[topics['diagnostics']] = ('diagnostics', None)
+    total = sum(bag.topics[t][1] for t in specs)
+    with _ProgressBar(progress and total >= PROGRESS_MIN_MESSAGES, total) as advance:
+        for topic, chunk in bag.stream(specs, chunk_size, advance):
+            analysis.feed(keys[topic], chunk)
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr (or nothing); yields the advance(count) callback."""
+
+    def __init__(self, enabled, total):
+        self.enabled, self.total, self.bar = enabled, total, None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task('reading bag', total=self.total)
+        return lambda count: self.bar.advance(task, count)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _summary(bag, topics, model, source, names, analysis):
+    report = analysis.report()
+    report['bag'] = {'path': str(bag.path), 'topics': {t: {'type': m, 'messages': c}
+                                                        for t, (m, c) in bag.topics.items()},
+                     'used_topics': topics}
+    report['model'] = {'name': model.name, 'source': source, 'joints': list(model.joint_names),
+                       'controlled_joints': list(names),
+                       'effort_limits': model.effort_limits.tolist()}
+    return report
+
+
+def check_thresholds(report, thresholds):
+    """Failure messages: always non-finite or over-limit commands, then each threshold given."""
+    failures = []
+    for joint, s in report['saturation']['joints'].items():
+        if s['non_finite']:
+            failures.append(f"{joint}: {s['non_finite']} non-finite commands")
+        if s['over_limit']:
+            failures.append(f"{joint}: {s['over_limit']} commands beyond the effort limit "
+                            f"{s['limit']:g} N·m (max |tau| {s['max_abs']:g})")
+    if report['malformed']['commands']:
+        failures.append(f"{report['malformed']['commands']} commands with a wrong length")
+    for name, bound in thresholds.items():
+        what, unit, measure = THRESHOLDS[name]
+        value = float(measure(report))
+        ok = value >= bound if name.startswith('min_') else value <= bound
+        if not ok:
+            kind = 'minimum' if name.startswith('min_') else 'limit'
+            failures.append(f'{what}: {value:.6g} {unit} ({kind} {bound:g} {unit})')
+    return failures
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _plain(value):
+    """JSON-safe copy: numpy scalars to Python, NaN and inf to None."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_outputs(output_dir, report, failures, analysis):
+    """Write report.json, report.md and the plots; return {kind: path}."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    files = {'json': output_dir / 'report.json', 'markdown': output_dir / 'report.md'}
+    files['json'].write_text(json.dumps(_plain(report), indent=2) + '\n')
+    files['markdown'].write_text(format_markdown(report, failures))
+    if analysis is not None:
+        files.update(_write_plots(output_dir, report, analysis))
+    return files
+
+
+def _write_plots(output_dir, report, analysis):
+    from rnea_controller import plots
+    names, model = analysis.names, analysis.model
+    files = {
+        'tracking_plot': plots.tracking_plot(output_dir / 'tracking_error.png',
+                                             analysis.tracking.envelope, names),
+        'torque_plot': plots.torque_plot(output_dir / 'torque.png',
+                                         analysis.saturation.envelope, names,
+                                         analysis.saturation.limits),
+        'period_plot': plots.period_plot(output_dir / 'period_histogram.png', {
+            'reference (loop)': analysis.loop.periods,
+            'joint states': analysis.states.periods}),
+    }
+    if analysis.residual.count.any():
+        files['residual_plot'] = plots.residual_plot(
+            output_dir / 'model_residual.png', analysis.residual.envelope, model.joint_names,
+            report['residual']['payload_kg'])
+    return files
+
+
+def _fmt(value, scale=1.0, digits=3):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return '-'
+    return f'{value * scale:.{digits}f}'
+
+
+def _joint_rows(report):
+    """(header, units, rows) of the per-joint table."""
+    header = ['joint', 'err rms', 'err max', 'err p99', 'at limit', 'max |tau|', 'limit',
+              'resid rms', 'resid mean']
+    units = ['', '[mrad]', '[mrad]', '[mrad]', '[%]', '[N·m]', '[N·m]', '[N·m]', '[N·m]']
+    rows = []
+    residual = report['residual']['joints']
+    for name, t in report['tracking']['joints'].items():
+        s = report['saturation']['joints'][name]
+        r = residual.get(name, {})
+        rows.append([name, _fmt(t['rms'], 1e3), _fmt(t['max'], 1e3), _fmt(t['p99'], 1e3),
+                     _fmt(s['share'], 100, 2), _fmt(s['max_abs'], 1, 2), _fmt(s['limit'], 1, 1),
+                     _fmt(r.get('rms')), _fmt(r.get('mean'))])
+    for name, r in residual.items():
+        if name not in report['tracking']['joints']:
+            rows.append([name, '-', '-', '-', '-', '-', '-', _fmt(r['rms']), _fmt(r['mean'])])
+    return header, units, rows
+
+
+def _timing_lines(label, timing, what, max_listed=20):
+    j = timing['jitter_us']
+    lines = [f"{label}: {timing['count']} messages over {timing['duration_s']:.3f} s, rate "
+             f"{_fmt(timing['rate_hz'], 1, 1)} Hz, period {_fmt(timing['period_ms'])} ms, "
+             f"jitter p50 {_fmt(j.get('p50'), 1, 1)} p99 {_fmt(j.get('p99'), 1, 1)} "
+             f"max {_fmt(j.get('max'), 1, 1)} us, {timing['gap_count']} {what}s, "
+             f"{timing['missed_ticks']} missed ticks"]
+    for gap in timing['gaps'][:max_listed]:
+        lines.append(f"  {what} at {gap['start_ms']:.1f} ms lasting {gap['duration_ms']:.1f} ms "
+                     f"({gap['missed_ticks']} missed ticks)")
+    if timing['gap_count'] > min(max_listed, len(timing['gaps'])):
+        lines.append(f"  ... {timing['gap_count'] - min(max_listed, len(timing['gaps']))} more "
+                     '(report.json lists up to 1000)')
+    return lines
+
+
+def _payload_line(residual):
+    if residual['payload_kg'] is None:
+        return 'estimated payload: - (no measured effort in the joint states)'
+    return (f"estimated payload: {residual['payload_kg']:.3f} kg "
+            f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
+
+
+def _summary_lines(report, failures):
+    sat = report['saturation']
+    bad = sum(s['non_finite'] for s in sat['joints'].values())
+    over = sum(s['over_limit'] for s in sat['joints'].values())
+    lines = _timing_lines('loop (reference stamps)', report['loop'], 'gap')
+    lines += _timing_lines('joint states', report['joint_states'], 'stale period')
+    lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
+                 f"malformed messages {report['malformed']}")
+    lines.append(_payload_line(report['residual']))
+    lines.append('result: PASS' if not failures else 'result: FAIL')
+    lines += [f'  FAIL {f}' for f in failures]
+    return lines
+
+
+def format_table(report, failures):
+    """Plain-text summary for the terminal."""
+    header, units, rows = _joint_rows(report)
+    widths = [max(len(str(c)) for c in col) for col in zip(header, units, *rows)]
+    line = lambda cells: '  '.join(  # noqa: E731
+        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(
+            zip(cells, widths)))
+    model = report['model']
+    out = [f"bag {report['bag']['path']}: model '{model['name']}' from {model['source']}", '',
+           line(header), line(units), line(['-' * w for w in widths])]
+    out += [line(r) for r in rows]
+    return '\n'.join(out + [''] + _summary_lines(report, failures)) + '\n'
+
+
+def format_markdown(report, failures):
+    """report.md: the same figures as the terminal table, as Markdown."""
+    header, units, rows = _joint_rows(report)
+    header = [f'{h} {u}'.strip().replace('|', '\\|') for h, u in zip(header, units)]
+    out = [f"# Validation of `{report['bag']['path']}`", '',
+           f"Model `{report['model']['name']}` from `{report['model']['source']}`.", '',
+           '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    out += ['| ' + ' | '.join(r) + ' |' for r in rows]
+    out += ['', '```', *_summary_lines(report, failures), '```', '']
+    return '\n'.join(out)
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog='rnea-validate', description='Validate a recorded run of rnea_controller from its '
+        'rosbag2 bag (sqlite3 or MCAP): tracking error, saturation, loop timing, model residual.')
+    parser.add_argument('bag', help='rosbag2 directory, .mcap or .db3 file')
+    parser.add_argument('-o', '--output', help='output directory (default: <bag>_validation)')
+    parser.add_argument('--urdf', help="robot URDF (default: the bag's robot_description)")
+    for key, topic in DEFAULT_TOPICS.items():
+        parser.add_argument(f"--{key.replace('_', '-')}-topic", dest=f'topic_{key}',
+                            default=topic, help=f'default {topic}')
+    parser.add_argument('--payload-link', help='link of the payload estimate '
+                        '(default: the link of the last joint)')
+    for name, (what, unit, _) in THRESHOLDS.items():
+        side = 'below' if name.startswith('min_') else 'above'
+        parser.add_argument(f"--{name.replace('_', '-')}", type=float, dest=name,
+                            metavar=unit.upper().replace('·', '') or 'X',
+                            help=f'fail when {what} is {side} this'
+                            + (f' [{unit}]' if unit else ''))
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    parser.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    parser.add_argument('--debug', action='store_true', help='show tracebacks')
+    return parser
+
+
+def main(argv=None):
+    """Console script: exit 0 pass, 1 a check failed, 2 bad input."""
+    args = build_parser().parse_args(argv)
+    bag = Path(args.bag)
+    output = Path(args.output) if args.output else bag.parent / f'{bag.stem}_validation'
+    thresholds = {k: getattr(args, k) for k in THRESHOLDS if getattr(args, k) is not None}
+    topics = {k: getattr(args, f'topic_{k}') for k in DEFAULT_TOPICS}
+    try:
+        result = validate_bag(bag, output, urdf_path=args.urdf, topics=topics,
+                              thresholds=thresholds, progress=not args.no_progress,
+                              payload_link=args.payload_link, plots=not args.no_plots)
+    except RneaControllerError as error:
+        if args.debug:
+            raise
+        print(f'rnea-validate: error: {error}', file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - never a traceback for the user
+        if args.debug:
+            raise
+        print(f'rnea-validate: unexpected error ({type(error).__name__}: {error}); '
+              'rerun with --debug for the traceback', file=sys.stderr)
+        return 3
+    print(result.table(), end='')
+    print(f'reports and plots in {output}/')
+    return 0 if result.passed else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
