@@ -11,7 +11,9 @@ import numpy as np
 from rnea_controller.errors import UrdfError
 
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed')
-INERTIA_TOLERANCE = 1e-9  # [kg·m²] below which a negative eigenvalue counts as round-off
+# [kg·m²] A negative inertia eigenvalue smaller than this is CAD round-off, not an error: real
+# URDFs have them (Tiago's antenna links: -3.5e-8). 1e-6 kg·m² is 1 g at 3 cm.
+INERTIA_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def check_inertial(link):
     if not (np.all(np.isfinite(link.com)) and np.all(np.isfinite(link.inertia))):
         raise UrdfError(f'{at}: centre of mass or inertia has non-finite values')
     eigenvalues = np.linalg.eigvalsh(link.inertia)
-    if eigenvalues[0] < -INERTIA_TOLERANCE * max(1.0, eigenvalues[-1]):
+    if eigenvalues[0] < -INERTIA_TOLERANCE:
         raise UrdfError(f'{at}: inertia is not positive semi-definite '
                         f'(eigenvalues {np.array2string(eigenvalues, precision=6)} kg·m²)')
 

@@ -1,0 +1,115 @@
+"""URDF reading: every kind of bad input gets an error that names what and where."""
+import textwrap
+
+import numpy as np
+import pytest
+
+from rnea_controller import RobotModel, UrdfError
+from rnea_controller.urdf import parse_urdf
+
+LINK = '<link name="{}"><inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ' \
+       'ixy="0" ixz="0" iyz="0"/></inertial></link>'
+
+
+def urdf(*elements):
+    return '<robot name="t">\n' + '\n'.join(elements) + '\n</robot>'
+
+
+def joint(name, parent, child, kind='revolute', axis='0 0 1', extra=''):
+    return (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/>'
+            f'<child link="{child}"/><axis xyz="{axis}"/>{extra}</joint>')
+
+
+def two_links(**kwargs):
+    return urdf(LINK.format('base'), LINK.format('arm'), joint('j1', 'base', 'arm', **kwargs))
+
+
+@pytest.mark.parametrize('text, message', [
+    ('<robot name="t"><link name="a"></robot>', r'malformed XML at line 1, column \d+'),
+    ('', 'URDF is empty'),
+    ('<model/>', r'root element is <model> \(line 1\), expected <robot>'),
+    (urdf(LINK.format('a'), LINK.format('b')), 'robot has 2 root links.*a, b'),
+    (urdf(LINK.format('a'), LINK.format('b'), joint('j1', 'a', 'b'), joint('j2', 'b', 'a')),
+     'no root link'),
+    (urdf(LINK.format('r'), LINK.format('a'), LINK.format('b'), joint('j0', 'r', 'a'),
+          joint('j1', 'a', 'b'), joint('j2', 'b', 'a')), "link 'a' has two parent joints"),
+    (urdf(LINK.format('base'), joint('j1', 'base', 'ghost')),
+     r"joint 'j1' \(line 3\): child link 'ghost' is not defined"),
+    (urdf(LINK.format('base'), joint('j1', 'nowhere', 'base')),
+     r"joint 'j1' \(line 3\): parent link 'nowhere' is not defined"),
+    (two_links(axis='0 0 0'), r"joint 'j1' \(line 4\): axis \(0, 0, 0\) has zero length"),
+    (two_links(axis='0 zero 1'), r"joint 'j1' \(line 4\): <axis xyz=\"0 zero 1\"> \(line 4\)"),
+    (two_links(kind='floating'), r"joint 'j1' \(line 4\): type \"floating\" is not supported"),
+    (two_links(kind='planar'), r"joint 'j1' \(line 4\): type \"planar\" is not supported"),
+    (two_links(kind='ball'), r'unknown type "ball"'),
+    (two_links(extra='<mimic joint="j0"/>'), r"joint 'j1' \(line 4\): mimics joint 'j0'.*lock"),
+    (urdf(LINK.format('base'), LINK.format('base')), "link name 'base' is used twice"),
+    (urdf(LINK.format('base'), '<link name="arm"><inertial><mass value="-2"/></inertial></link>',
+          joint('j1', 'base', 'arm')), r"link 'arm' \(line 3\): mass -2.0 kg must be"),
+    (urdf(LINK.format('base'), '<link name="arm"><inertial><mass value="1"/><inertia ixx="-0.1" '
+          'iyy="0.1" izz="0.1"/></inertial></link>', joint('j1', 'base', 'arm')),
+     r"link 'arm' \(line 3\): inertia is not positive semi-definite"),
+    (urdf(LINK.format('base'), '<link name="arm"><inertial><mass value="1"/><inertia ixx="1" '
+          'iyy="1" izz="1" ixy="5"/></inertial></link>', joint('j1', 'base', 'arm')),
+     'inertia is not positive semi-definite'),
+    (urdf(LINK.format('base'), LINK.format('arm'), joint('j1', 'base', 'arm', kind='fixed')),
+     'has no actuated joint'),
+    (urdf(LINK.format('base'), LINK.format('arm'),
+          '<joint name="j1" type="revolute"><parent link="base"/></joint>'),
+     r"joint 'j1' \(line 4\): missing <child"),
+])
+def test_bad_urdf_is_refused_with_what_and_where(text, message):
+    with pytest.raises(UrdfError, match=message):
+        RobotModel.from_urdf_string(text)
+
+
+def test_cycle_below_a_root_is_named():
+    text = urdf(LINK.format('r'), LINK.format('a'), LINK.format('b'), LINK.format('c'),
+                joint('j0', 'r', 'a'), joint('j1', 'b', 'c'), joint('j2', 'c', 'b'))
+    with pytest.raises(UrdfError, match='kinematic cycle: links b, c are not reachable'):
+        RobotModel.from_urdf_string(text)
+
+
+def test_file_errors_name_the_file(tmp_path):
+    with pytest.raises(UrdfError, match='cannot read URDF file .*missing.urdf'):
+        RobotModel.from_urdf_file(tmp_path / 'missing.urdf')
+    bad = tmp_path / 'bad.urdf'
+    bad.write_text(two_links(axis='0 0 0'))
+    with pytest.raises(UrdfError, match=r'bad.urdf: joint .j1. \(line 4\)'):
+        RobotModel.from_urdf_file(bad)
+
+
+def test_mimic_joint_can_be_locked_and_locked_names_are_checked():
+    text = two_links(extra='<mimic joint="j0"/>')
+    text = text.replace('</robot>', LINK.format('tip') + joint('j2', 'arm', 'tip') + '</robot>')
+    model = RobotModel.from_urdf_string(text, locked_joints=['j1'])
+    assert model.joint_names == ('j2',)
+    with pytest.raises(UrdfError, match="locked joint 'nope' is not a joint"):
+        RobotModel.from_urdf_string(text, locked_joints=['nope'])
+
+
+def test_parsed_values_units_and_defaults():
+    text = textwrap.dedent("""\
+        <robot name="r">
+          <link name="base"/>
+          <link name="arm">
+            <inertial>
+              <origin xyz="0.1 0 0" rpy="0 0 1.5707963267948966"/>
+              <mass value="2"/>
+              <inertia ixx="1" ixy="0" ixz="0" iyy="2" iyz="0" izz="3"/>
+            </inertial>
+          </link>
+          <joint name="j" type="prismatic">
+            <parent link="base"/><child link="arm"/>
+            <axis xyz="0 0 2"/>
+            <limit lower="-0.5" upper="0.5" effort="100" velocity="0.2"/>
+          </joint>
+        </robot>""")
+    description = parse_urdf(text)
+    arm = description.links[1]
+    np.testing.assert_allclose(arm.inertia, np.diag([2.0, 1.0, 3.0]), atol=1e-12)  # rotated
+    model = RobotModel.from_urdf_string(text)
+    np.testing.assert_allclose(model.axes[0], (0, 0, 1))
+    np.testing.assert_allclose(model.position_limits, [[-0.5, 0.5]])
+    assert model.effort_limits[0] == 100 and model.velocity_limits[0] == 0.2
+    assert model.urdf == text and model.joint_types == ('prismatic',)
