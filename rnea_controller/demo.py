@@ -1,0 +1,266 @@
+"""rnea-demo (`./run demo`): the whole mission with one command, no robot needed.
+
+1. starts the simulated arm (`rnea-sim`, MuJoCo) and the controller (`rnea-controller`) as
+   subprocesses, their logs in the output directory;
+2. records joint states, commands, reference, trajectory, diagnostics and the robot description
+   into an MCAP rosbag2 bag (`ros2 bag record` where it exists, else `rnea_controller.record`);
+3. once the controller holds the arm, sends the demo motion (`rnea_controller.send_trajectory`:
+   every joint, starting and ending at rest) and shows progress;
+4. after --duration seconds stops everything and validates the bag with
+   `rnea_controller.validate.validate_bag`: the per-joint table (tracking error RMS and max,
+   saturation, loop rate and jitter) on the terminal, report.json, report.md and PNG plots.
+
+    rnea-demo [--payload KG] [--law feedforward_pd] [--duration S] [--output DIR]
+
+--payload puts a mass at the arm's last link in the simulator only: the controller's model does
+not know it, so the tracking error shows the model error.
+"""
+import argparse
+import datetime
+import os
+from pathlib import Path
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from rnea_controller.errors import RneaControllerError
+from rnea_controller.record import BagRecorder, DEFAULT_TOPICS, record_command
+
+SETTLE_BEFORE = 0.5  # [s] recorded hold before the motion starts
+SETTLE_AFTER = 1.0  # [s] recorded hold after the motion ends
+STARTUP_TIMEOUT = 30.0  # [s] for the simulator's and the controller's first messages
+TRAJECTORY_TOPIC = '/rnea_controller/joint_trajectory'
+
+
+class DemoError(RneaControllerError):
+    """The demo could not run: a process did not start or died."""
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog='rnea-demo', description=__doc__.split('\n')[0])
+    parser.add_argument('--payload', type=float, default=0.0, metavar='KG',
+                        help='mass at the last link, unknown to the controller [kg]')
+    parser.add_argument('--law', default='computed_torque',
+                        choices=('computed_torque', 'feedforward_pd'), help='control law')
+    parser.add_argument('--duration', type=float, default=10.0, metavar='S',
+                        help='recorded length of the run [s] (at least 3)')
+    parser.add_argument('--output', type=Path, metavar='DIR',
+                        help='output directory (default ./demo_output/<timestamp>)')
+    parser.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    args = parser.parse_args(argv)
+    if args.duration < 3.0:
+        parser.error(f'--duration must be at least 3 s, got {args.duration}')
+    if not 0.0 <= args.payload <= 20.0:
+        parser.error(f'--payload must be in [0, 20] kg, got {args.payload}')
+    return args
+
+
+def executable(name):
+    """A console script of this package: next to the running Python, else on PATH."""
+    path = Path(sys.executable).parent / name
+    found = str(path) if path.exists() else shutil.which(name)
+    if found is None:
+        raise DemoError(f'cannot find the {name!r} command (pip install -e . in the venv)')
+    return found
+
+
+class Processes:
+    """The demo's child processes, each logging to <output>/<name>.log; stopped with Ctrl-C."""
+
+    def __init__(self, output):
+        self.output = output
+        self.children = {}
+
+    def start(self, name, args):
+        log = open(self.output / f'{name}.log', 'w')
+        self.children[name] = (subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True), log)
+
+    def check_alive(self):
+        for name, (proc, _) in self.children.items():
+            if proc.poll() is not None:
+                raise DemoError(f'{name} exited with code {proc.returncode}; its log '
+                                f'{self.output / (name + ".log")} ends with:\n{self.tail(name)}')
+
+    def tail(self, name, lines=15):
+        path = self.output / f'{name}.log'
+        return '\n'.join(path.read_text(errors='replace').splitlines()[-lines:])
+
+    def stop_all(self, timeout=10.0):
+        for proc, _ in self.children.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+        for proc, log in self.children.values():
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            log.close()
+
+
+class Monitor:
+    """The demo's own ROS node: records the bag and watches the first messages arrive."""
+
+    def __init__(self, bag_path):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from sensor_msgs.msg import JointState
+        rclpy.init()
+        self.node = rclpy.create_node('rnea_demo')
+        self.state = None
+        self.reference_seen = False
+        self.node.create_subscription(JointState, '/joint_states', self._on_state, 10)
+        self.node.create_subscription(JointState, '/rnea_controller/reference',
+                                      self._on_reference, 10)
+        self.recorder = None
+        self.ros2_bag = record_command(bag_path, list(DEFAULT_TOPICS))
+        if self.ros2_bag is None:
+            self.recorder = BagRecorder(self.node, bag_path)
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        try:
+            self.executor.spin()
+        except Exception:  # shutdown while spinning
+            pass
+
+    def _on_state(self, msg):
+        self.state = msg
+
+    def _on_reference(self, msg):
+        self.reference_seen = True
+
+    def counts(self):
+        return self.recorder.counts if self.recorder else {}
+
+    def close(self):
+        import rclpy
+        if self.recorder:
+            self.recorder.close()
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
+    """Wait for predicate() while checking that the children live; DemoError on timeout."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        processes.check_alive()
+        if time.monotonic() > deadline:
+            raise DemoError(f'no {what} within {timeout:.0f} s')
+        time.sleep(0.05)
+
+
+def send_demo_motion(monitor, duration):
+    """Publish the demo motion about the current position once the controller listens."""
+    from trajectory_msgs.msg import JointTrajectory
+
+    from rnea_controller.model import RobotModel
+    from rnea_controller.send_trajectory import demo_motion, to_message
+    from rnea_controller.sim import read_urdf
+    model = RobotModel.from_urdf_string(read_urdf('', ''))
+    position = dict(zip(monitor.state.name, monitor.state.position, strict=False))
+    centre = [position[name] for name in model.joint_names]
+    waypoints = demo_motion(model.joint_names, centre, model.velocity_limits,
+                            model.position_limits, duration)
+    publisher = monitor.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
+    deadline = time.monotonic() + 10.0
+    while publisher.get_subscription_count() < 1 + (monitor.recorder is not None):
+        if time.monotonic() > deadline:
+            raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
+        time.sleep(0.02)
+    publisher.publish(to_message(waypoints))
+
+
+def run_with_progress(seconds, monitor, processes, label):
+    """Wait `seconds` [s] showing a progress bar (rich) with the recorded message counts."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    columns = (TextColumn('{task.description}'), BarColumn(), TextColumn('{task.fields[info]}'),
+               TimeRemainingColumn())
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task(label, total=seconds, info='')
+        start = time.monotonic()
+        while (elapsed := time.monotonic() - start) < seconds:
+            processes.check_alive()
+            counts = monitor.counts()
+            info = ' · '.join(f'{topic.rsplit("/", 1)[-1]} {counts[topic]}' for topic in (
+                '/joint_states', '/effort_controller/commands', '/rnea_controller/reference')
+                if topic in counts)
+            progress.update(task, completed=elapsed, info=info)
+            time.sleep(0.1)
+        progress.update(task, completed=seconds)
+
+
+def start_processes(processes, args, output, bag_path, monitor):
+    processes.start('sim', [executable('rnea-sim'), '--ros-args', '-p',
+                            f'payload.mass:={float(args.payload)!r}'])
+    processes.start('controller', [executable('rnea-controller'), '--ros-args', '-p',
+                                   f'control_law:={args.law}'])
+    if monitor.ros2_bag:
+        processes.start('ros2_bag', monitor.ros2_bag)
+
+
+def run(args):
+    """The demo; returns (the validation result or None, output directory)."""
+    output = args.output or Path('demo_output') / datetime.datetime.now().strftime(
+        '%Y%m%d-%H%M%S')
+    output.mkdir(parents=True, exist_ok=True)
+    bag_path = output / 'bag'
+    if bag_path.exists():
+        raise DemoError(f'{bag_path} exists already: choose another --output')
+    print(f'rnea-demo: law {args.law}, payload {args.payload:g} kg (unknown to the controller),'
+          f' {args.duration:g} s; output in {output}')
+    processes = Processes(output)
+    monitor = Monitor(bag_path)
+    try:
+        start_processes(processes, args, output, bag_path, monitor)
+        wait_until(lambda: monitor.state is not None, 'joint states from the simulator',
+                   processes)
+        wait_until(lambda: monitor.reference_seen, 'reference from the controller', processes)
+        time.sleep(SETTLE_BEFORE)
+        motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
+        send_demo_motion(monitor, motion)
+        run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
+                          f'demo motion {motion:.1f} s')
+    finally:
+        monitor.close()
+        processes.stop_all()
+    return validate(bag_path, output, args), output
+
+
+def validate(bag_path, output, args):
+    """Validate the bag with rnea_controller.validate; print its table."""
+    from rnea_controller.validate import validate_bag
+    result = validate_bag(bag_path, output, progress=False, plots=not args.no_plots)
+    print(result.table())
+    return result
+
+
+def main(argv=None):
+    """Console script `rnea-demo`; exit 0 when the demo ran, 1 otherwise."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    try:
+        result, output = run(args)
+    except KeyboardInterrupt:
+        print('rnea-demo: interrupted', file=sys.stderr)
+        return 1
+    except RneaControllerError as error:
+        print(f'rnea-demo: {error}', file=sys.stderr)
+        return 1
+    print(f'\nrnea-demo finished in {time.monotonic() - started:.1f} s. Files in {output}/:')
+    for path in sorted(output.iterdir()):
+        print(f'  {path}')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

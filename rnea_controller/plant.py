@@ -1,0 +1,242 @@
+"""The simulated arm's physics: a MuJoCo model built from a URDF, plus what makes a plant real.
+
+MuJoCo (PyPI `mujoco`), not this package's RNEA, integrates
+
+    M(q) qdd + h(q, qd) = tau + tau_friction(qd) - D qd
+
+with a fixed time step (semi-implicit Euler, 1 ms by default). The URDF is loaded by MuJoCo's own
+parser; with every realism option at zero the MuJoCo model is the URDF's rigid-body model exactly
+(contacts are disabled, no armature, no damping), which `test/test_sim.py` checks against
+Pinocchio. The realism options, all unknown to the controller's model:
+
+- `damping` D: viscous joint damping [N·m·s/rad] (MuJoCo `damping`);
+- `friction`: Coulomb friction [N·m] (MuJoCo `frictionloss`, a soft dry-friction constraint);
+- `payload_mass` [kg] at `payload_com` [m] in the frame of `payload_link` (default: the last
+  link, the child of the last joint), added to the MuJoCo model as a welded body;
+- sensor noise and a command delay, applied by `measure` and `CommandHold`.
+
+This module never imports rclpy: the ROS node `rnea_controller.sim` is a thin layer on top.
+"""
+from collections import deque
+from dataclasses import dataclass
+import math
+import xml.etree.ElementTree as ET
+
+import mujoco
+import numpy as np
+
+from rnea_controller.errors import DimensionError, ParameterError, UrdfError
+
+HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+
+
+@dataclass(frozen=True)
+class PlantOptions:
+    """Plant parameters the controller does not know (all zero: the URDF exactly).
+
+    timestep [s]; damping [N·m·s/rad] and friction [N·m]: one value for every joint or one per
+    joint (in plant joint order); payload_mass [kg]; payload_com [m] in payload_link's frame;
+    payload_link: a URDF link name, or '' for the last link; clamp_effort: clip commands to the
+    URDF `<limit effort>` like a drive does.
+    """
+
+    timestep: float = 0.001
+    damping: tuple = (0.0,)
+    friction: tuple = (0.0,)
+    payload_mass: float = 0.0
+    payload_com: tuple = (0.0, 0.0, 0.0)
+    payload_link: str = ''
+    clamp_effort: bool = True
+
+
+def urdf_effort_limits(urdf_text):
+    """{joint name: effort limit [N·m or N]} from the URDF's `<limit effort>` (inf if absent)."""
+    root = ET.fromstring(urdf_text)
+    limits = {}
+    for joint in root.findall('joint'):
+        limit = joint.find('limit')
+        effort = limit.get('effort') if limit is not None else None
+        limits[joint.get('name')] = float(effort) if effort else math.inf
+    return limits
+
+
+def per_joint(values, n, what):
+    """Broadcast one value to n joints, or check that there are n; returns an (n,) array."""
+    array = np.asarray(values, dtype=float).reshape(-1)
+    if array.size == 1:
+        array = np.full(n, array[0])
+    if array.size != n:
+        raise ParameterError(f'{what} has {array.size} values, but the plant has {n} joints')
+    if not np.all(np.isfinite(array)) or np.any(array < 0):
+        raise ParameterError(f'{what} must be finite and >= 0, got {array.tolist()}')
+    return array
+
+
+def _last_link(spec):
+    """Name of the body of the plant's last joint (the child link of the last joint)."""
+    joints = [j for j in spec.joints if int(j.type) in HINGE_OR_SLIDE]
+    if not joints:
+        raise UrdfError('the URDF has no revolute, continuous or prismatic joint')
+    return joints[-1].parent.name
+
+
+def _add_payload(spec, options):
+    """Weld a point mass `payload_mass` at `payload_com` to the payload link."""
+    link = options.payload_link or _last_link(spec)
+    body = spec.body(link)
+    if body is None:
+        raise ParameterError(f"payload link '{link}' is not a link of the URDF")
+    com = np.asarray(options.payload_com, dtype=float)
+    if com.shape != (3,) or not np.all(np.isfinite(com)):
+        raise ParameterError(f'payload com must be 3 finite numbers [m], got {com.tolist()}')
+    payload = body.add_body(name='rnea_sim_payload')
+    payload.pos = [0.0, 0.0, 0.0]
+    payload.ipos = com
+    payload.mass = options.payload_mass
+    payload.inertia = [0.0, 0.0, 0.0]
+    payload.explicitinertial = True
+
+
+def build_model(urdf_text, options=PlantOptions()):
+    """MuJoCo model of the URDF with the plant options applied; returns mujoco.MjModel."""
+    try:
+        spec = mujoco.MjSpec.from_string(urdf_text)
+    except (ValueError, mujoco.FatalError) as error:
+        raise UrdfError(f'MuJoCo cannot load the URDF: {error}') from error
+    spec.option.timestep = options.timestep
+    spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    joints = [j for j in spec.joints if int(j.type) in HINGE_OR_SLIDE]
+    damping = per_joint(options.damping, len(joints), 'damping')
+    friction = per_joint(options.friction, len(joints), 'friction')
+    for joint, d, f in zip(joints, damping, friction, strict=True):
+        joint.damping = [d, 0.0, 0.0]
+        joint.frictionloss = f
+    if not math.isfinite(options.payload_mass) or options.payload_mass < 0:
+        raise ParameterError(f'payload mass must be finite and >= 0 [kg], got '
+                             f'{options.payload_mass}')
+    if options.payload_mass > 0:
+        _add_payload(spec, options)
+    return spec.compile()
+
+
+class Plant:
+    """A MuJoCo arm driven by joint efforts: `step(tau)` advances one time step.
+
+    Joint order (`joint_names`) is MuJoCo's, which for a URDF is the tree order of its
+    revolute, continuous and prismatic joints (the model order of this package for chains).
+    """
+
+    def __init__(self, urdf_text, options=PlantOptions()):
+        self.model = build_model(urdf_text, options)
+        self.data = mujoco.MjData(self.model)
+        ids = [j for j in range(self.model.njnt) if int(self.model.jnt_type[j]) in HINGE_OR_SLIDE]
+        if self.model.nq != len(ids) or self.model.nv != len(ids):
+            raise UrdfError('the simulated arm must have only 1-dof joints (no floating base)')
+        self.joint_names = tuple(self.model.joint(j).name for j in ids)
+        self.n = len(ids)
+        limits = urdf_effort_limits(urdf_text)
+        self.effort_limits = np.array([limits.get(name, math.inf) for name in self.joint_names])
+        self.clamp_effort = options.clamp_effort
+        self.applied = np.zeros(self.n)
+
+    @property
+    def q(self):
+        """Joint positions [rad or m], a copy."""
+        return self.data.qpos.copy()
+
+    @property
+    def qd(self):
+        """Joint velocities [rad/s or m/s], a copy."""
+        return self.data.qvel.copy()
+
+    @property
+    def time(self):
+        """Simulated time since `reset` [s]."""
+        return self.data.time
+
+    def reset(self, q, qd=None):
+        """Put the arm at rest (or at velocity qd) in configuration q."""
+        self.data = mujoco.MjData(self.model)
+        self.data.qpos[:] = self._vector(q, 'q')
+        self.data.qvel[:] = 0.0 if qd is None else self._vector(qd, 'qd')
+        mujoco.mj_forward(self.model, self.data)
+
+    def step(self, tau):
+        """Apply joint efforts tau [N·m] (clipped to the URDF limits) for one time step.
+
+        Returns the applied efforts, which a drive would report as measured effort.
+        """
+        tau = self._vector(tau, 'tau')
+        if self.clamp_effort:
+            tau = np.clip(tau, -self.effort_limits, self.effort_limits)
+        self.applied = tau
+        self.data.qfrc_applied[:] = tau
+        mujoco.mj_step(self.model, self.data)
+        return tau
+
+    def inverse_dynamics(self, q, qd, qdd):
+        """tau = M(q) qdd + h(q, qd) by MuJoCo's inverse dynamics (mj_inverse) [N·m]."""
+        data = mujoco.MjData(self.model)
+        data.qpos[:] = self._vector(q, 'q')
+        data.qvel[:] = self._vector(qd, 'qd')
+        data.qacc[:] = self._vector(qdd, 'qdd')
+        mujoco.mj_inverse(self.model, data)
+        return data.qfrc_inverse.copy()
+
+    def _vector(self, values, what):
+        array = np.asarray(values, dtype=float).reshape(-1)
+        if array.shape != (self.n,):
+            raise DimensionError(f'{what} has {array.size} values, but the plant has {self.n} '
+                                 f'joints {list(self.joint_names)}')
+        if not np.all(np.isfinite(array)):
+            raise DimensionError(f'{what} has non-finite values: {array.tolist()}')
+        return array
+
+
+def measure(q, qd, rng, position_std=0.0, velocity_std=0.0):
+    """Sensor readings: q + N(0, position_std^2), qd + N(0, velocity_std^2) [rad, rad/s]."""
+    if position_std > 0:
+        q = q + rng.normal(0.0, position_std, q.shape)
+    if velocity_std > 0:
+        qd = qd + rng.normal(0.0, velocity_std, qd.shape)
+    return q, qd
+
+
+class CommandHold:
+    """Last command wins, after a transport `delay` [s], until `timeout` [s] without a new one.
+
+    Like ros2_control's forward command controller, the newest command is applied until a newer
+    one arrives; unlike it, after `timeout` seconds without a command the effort drops to zero.
+    `status(t)` is 'waiting' before the first command, 'active', or 'timed out'.
+    """
+
+    def __init__(self, n, delay=0.0, timeout=0.5):
+        self.n = n
+        self.delay = delay
+        self.timeout = timeout
+        self.pending = deque()
+        self.command = np.zeros(n)
+        self.received = None
+        self.applicable = None
+
+    def push(self, t, tau):
+        """A command tau [N·m] received at time t [s]."""
+        self.pending.append((t + self.delay, np.array(tau, dtype=float)))
+        self.received = t
+
+    def status(self, t):
+        """'waiting', 'active' or 'timed out' at time t [s]."""
+        self._advance(t)
+        if self.applicable is None:
+            return 'waiting'
+        if self.timeout > 0 and t - self.applicable > self.timeout:
+            return 'timed out'
+        return 'active'
+
+    def current(self, t):
+        """The effort to apply at time t [s]: the newest command due by t, or zero."""
+        return self.command if self.status(t) == 'active' else np.zeros(self.n)
+
+    def _advance(self, t):
+        while self.pending and self.pending[0][0] <= t:
+            self.applicable, self.command = self.pending.popleft()

@@ -1,0 +1,338 @@
+"""rnea-send-trajectory: publish a JointTrajectory from a waypoint file, or the demo motion.
+
+    rnea-send-trajectory waypoints.yaml            # or .csv
+    rnea-send-trajectory --demo [--duration 8]     # every joint, about the current position
+
+Waypoint files (times are time_from_start [s], strictly increasing and > 0; positions [rad];
+velocities [rad/s] and accelerations [rad/s^2] optional, all points alike):
+
+    # YAML
+    joint_names: [shoulder_pan_joint, elbow_joint]
+    points:
+      - {time: 1.0, positions: [0.1, 1.2], velocities: [0.0, 0.0]}
+      - {time: 2.0, positions: [0.2, 1.0], velocities: [0.0, 0.0]}
+
+    # CSV: a header row `time,<joint>,...[,<joint>.velocity,...][,<joint>.acceleration,...]`
+    time,shoulder_pan_joint,elbow_joint
+    1.0,0.1,1.2
+
+The demo motion moves every joint of the model about its current position c (read from
+/joint_states): q_j(t) = c_j + A_j w(t) sin(2π k_j t / T), with the window w = sin^4(π t / T),
+so it starts and ends at rest with zero velocity and acceleration. Points every 0.1 s carry exact
+positions, velocities and accelerations (the controller interpolates quintics between them).
+Amplitudes are scaled so |qd| stays under 40 % of each joint's velocity limit, |qdd| under
+`DEMO_MAX_ACCELERATION`, and positions 0.1 rad inside the position limits.
+
+The trajectory is published once, with header.stamp zero (start now), after a subscriber appeared.
+"""
+import argparse
+import csv
+from dataclasses import dataclass
+import math
+from pathlib import Path
+import sys
+import time
+
+import numpy as np
+import yaml
+
+from rnea_controller.errors import TrajectoryError
+
+DEMO_AMPLITUDES = (0.5, 0.35, 0.5, 0.6, 0.7, 0.9)  # [rad], then 0.6 rad for further joints
+DEMO_FREQUENCIES = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)  # [Hz] before rounding to whole periods
+DEMO_MAX_ACCELERATION = 3.0  # [rad/s^2]
+DEMO_STEP = 0.1  # [s] between points
+VELOCITY_SHARE = 0.4  # of the URDF velocity limit
+LIMIT_MARGIN = 0.1  # [rad] inside the position limits
+
+
+@dataclass(frozen=True)
+class Waypoints:
+    """A trajectory as arrays: times (N,) [s], positions (N, n); velocities and accelerations
+    (N, n) or None."""
+
+    joint_names: tuple
+    times: np.ndarray
+    positions: np.ndarray
+    velocities: np.ndarray | None = None
+    accelerations: np.ndarray | None = None
+
+
+def check(waypoints, where):
+    """Check names, shapes, times and finiteness; raise TrajectoryError naming `where`."""
+    names = waypoints.joint_names
+    if not names or len(set(names)) != len(names):
+        raise TrajectoryError(f'{where}: joint names must be non-empty and unique, got {names}')
+    if len(waypoints.times) == 0:
+        raise TrajectoryError(f'{where}: no points')
+    if waypoints.times[0] <= 0 or np.any(np.diff(waypoints.times) <= 0):
+        raise TrajectoryError(f'{where}: times must be > 0 and strictly increasing, got '
+                              f'{waypoints.times.tolist()}')
+    for what in ('positions', 'velocities', 'accelerations'):
+        values = getattr(waypoints, what)
+        if values is not None and not np.all(np.isfinite(values)):
+            row = int(np.argwhere(~np.isfinite(values))[0][0])
+            raise TrajectoryError(f'{where}: point {row}: {what} are not finite')
+    if waypoints.accelerations is not None and waypoints.velocities is None:
+        raise TrajectoryError(f'{where}: accelerations need velocities too')
+    return waypoints
+
+
+def _yaml_points(text, path):
+    """The YAML document and the line of each point, for messages."""
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text)
+    except yaml.YAMLError as error:
+        raise TrajectoryError(f'{path}: not valid YAML: {error}') from error
+    if not isinstance(data, dict) or 'joint_names' not in data or 'points' not in data:
+        raise TrajectoryError(f"{path}: expected a mapping with 'joint_names' and 'points'")
+    points_node = next(v for k, v in node.value if k.value == 'points')
+    lines = [item.start_mark.line + 1 for item in getattr(points_node, 'value', [])]
+    if not isinstance(data['points'], list) or not data['points']:
+        raise TrajectoryError(f"{path}: 'points' must be a non-empty list")
+    return data, lines
+
+
+def _yaml_vector(point, key, n, where, required):
+    value = point.get(key)
+    if value is None:
+        if required:
+            raise TrajectoryError(f"{where}: missing '{key}'")
+        return None
+    try:
+        vector = [float(v) for v in value]
+    except (TypeError, ValueError) as error:
+        raise TrajectoryError(f"{where}: '{key}' must be a list of numbers, got {value!r}") \
+            from error
+    if len(vector) != n:
+        raise TrajectoryError(f"{where}: '{key}' has {len(vector)} values for {n} joints")
+    return vector
+
+
+def load_yaml(path):
+    """Waypoints from a YAML file (format in the module docstring)."""
+    data, lines = _yaml_points(Path(path).read_text(encoding='utf-8'), path)
+    names = tuple(str(name) for name in data['joint_names'] or ())
+    columns = {'time': [], 'positions': [], 'velocities': [], 'accelerations': []}
+    for k, point in enumerate(data['points']):
+        where = f'{path}, point {k} (line {lines[k]})'
+        if not isinstance(point, dict) or not isinstance(point.get('time'), (int, float)):
+            raise TrajectoryError(f"{where}: expected a mapping with a numeric 'time'")
+        columns['time'].append(float(point['time']))
+        for key in ('positions', 'velocities', 'accelerations'):
+            columns[key].append(_yaml_vector(point, key, len(names), where, key == 'positions'))
+    return check(_waypoints(names, columns, path), path)
+
+
+def _waypoints(names, columns, path):
+    """Waypoints from per-point lists; optional columns must be given at all points or none."""
+    optional = {}
+    for key in ('velocities', 'accelerations'):
+        given = [value is not None for value in columns[key]]
+        if any(given) and not all(given):
+            raise TrajectoryError(f'{path}: {key} given at point {given.index(True)} but not at '
+                                  f'point {given.index(False)}: give them at all points or none')
+        optional[key] = np.array(columns[key], dtype=float) if all(given) else None
+    return Waypoints(names, np.array(columns['time']), np.array(columns['positions']),
+                     optional['velocities'], optional['accelerations'])
+
+
+def _csv_header(header, path):
+    """Joint names and column indices {(kind, joint): column} from the CSV header row."""
+    header = [cell.strip() for cell in header]
+    if not header or header[0] != 'time':
+        raise TrajectoryError(f"{path}, line 1: the first column must be 'time', got {header[:1]}")
+    names = [cell for cell in header[1:] if '.' not in cell]
+    index = {}
+    for column, cell in enumerate(header[1:], start=1):
+        joint, _, kind = cell.partition('.')
+        if kind not in ('', 'velocity', 'acceleration') or joint not in names:
+            raise TrajectoryError(f"{path}, line 1: column {column + 1} '{cell}': expected a "
+                                  f'joint name, <joint>.velocity or <joint>.acceleration')
+        index[(kind or 'position', joint)] = column
+    return tuple(names), index
+
+
+def load_csv(path):
+    """Waypoints from a CSV file (format in the module docstring; '#' lines are comments)."""
+    with open(path, newline='', encoding='utf-8') as file:
+        rows = [(line, row) for line, row in enumerate(csv.reader(file), start=1)
+                if row and not row[0].lstrip().startswith('#')]
+    if not rows:
+        raise TrajectoryError(f'{path}: empty file')
+    names, index = _csv_header(rows[0][1], path)
+    kinds = {kind for kind, _ in index}
+    columns = {'time': [], 'positions': [], 'velocities': [], 'accelerations': []}
+    for line, row in rows[1:]:
+        if len(row) != len(rows[0][1]):
+            raise TrajectoryError(f'{path}, line {line}: {len(row)} values, the header has '
+                                  f'{len(rows[0][1])}')
+        numbers = [_number(cell, path, line, rows[0][1][c]) for c, cell in enumerate(row)]
+        columns['time'].append(numbers[0])
+        for kind, key in (('position', 'positions'), ('velocity', 'velocities'),
+                          ('acceleration', 'accelerations')):
+            columns[key].append([numbers[index[(kind, j)]] for j in names]
+                                if kind in kinds else None)
+    return check(_waypoints(names, columns, path), path)
+
+
+def _number(cell, path, line, column):
+    try:
+        return float(cell)
+    except ValueError:
+        raise TrajectoryError(f"{path}, line {line}, column '{column.strip()}': "
+                              f'{cell!r} is not a number') from None
+
+
+def load_waypoints(path):
+    """Waypoints from a .yaml/.yml or .csv file."""
+    suffix = Path(path).suffix.lower()
+    if not Path(path).is_file():
+        raise TrajectoryError(f'{path}: no such file')
+    if suffix in ('.yaml', '.yml'):
+        return load_yaml(path)
+    if suffix == '.csv':
+        return load_csv(path)
+    raise TrajectoryError(f'{path}: unknown file type {suffix!r} (use .yaml, .yml or .csv)')
+
+
+def _demo_profile(t, T, k):
+    """Shape w(t) sin(2π k t/T) with w = sin^4(π t/T), and its first two time derivatives."""
+    a, b = math.pi / T, 2 * math.pi * k / T
+    s, c = np.sin(a * t), np.cos(a * t)
+    w, wd, wdd = s**4, 4 * a * s**3 * c, a**2 * (12 * s**2 * c**2 - 4 * s**4)
+    g, gd, gdd = np.sin(b * t), b * np.cos(b * t), -b**2 * np.sin(b * t)
+    return w * g, wd * g + w * gd, wdd * g + 2 * wd * gd + w * gdd
+
+
+def demo_motion(joint_names, centre, velocity_limits, position_limits, duration=8.0):
+    """The demo Waypoints about `centre` [rad] lasting `duration` [s] (see module docstring)."""
+    times = np.arange(1, int(round(duration / DEMO_STEP)) + 1) * DEMO_STEP
+    fine = np.linspace(0.0, duration, 4001)
+    n = len(joint_names)
+    q, qd, qdd = (np.empty((len(times), n)) for _ in range(3))
+    for j in range(n):
+        k = max(1, round(DEMO_FREQUENCIES[j % 6] * duration))
+        amplitude = DEMO_AMPLITUDES[j] if j < len(DEMO_AMPLITUDES) else 0.6
+        _, v, acc = _demo_profile(fine, duration, k)
+        room = min(centre[j] - position_limits[j][0], position_limits[j][1] - centre[j])
+        amplitude = min(amplitude, max(0.0, room - LIMIT_MARGIN),
+                        VELOCITY_SHARE * velocity_limits[j] / np.abs(v).max(),
+                        DEMO_MAX_ACCELERATION / np.abs(acc).max())
+        p, v, acc = _demo_profile(times, duration, k)
+        q[:, j], qd[:, j], qdd[:, j] = centre[j] + amplitude * p, amplitude * v, amplitude * acc
+    q[-1], qd[-1], qdd[-1] = centre, 0.0, 0.0  # exactly at rest (w(T) = 0 up to round-off)
+    return Waypoints(tuple(joint_names), times, q, qd, qdd)
+
+
+def to_message(waypoints):
+    """trajectory_msgs/JointTrajectory with header.stamp zero (start now)."""
+    from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    msg = JointTrajectory(joint_names=list(waypoints.joint_names))
+    for k, t in enumerate(waypoints.times):
+        point = JointTrajectoryPoint(positions=waypoints.positions[k].tolist())
+        if waypoints.velocities is not None:
+            point.velocities = waypoints.velocities[k].tolist()
+        if waypoints.accelerations is not None:
+            point.accelerations = waypoints.accelerations[k].tolist()
+        nanoseconds = int(round(t * 1e9))
+        point.time_from_start = Duration(sec=nanoseconds // 10**9, nanosec=nanoseconds % 10**9)
+        msg.points.append(point)
+    return msg
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog='rnea-send-trajectory', description=__doc__.split(
+        '\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument('file', nargs='?', help='waypoints, .yaml/.yml or .csv')
+    source.add_argument('--demo', action='store_true', help='the built-in demo motion')
+    parser.add_argument('--duration', type=float, default=8.0, help='demo length [s]')
+    parser.add_argument('--urdf', help='model for the demo joints and limits (default: the '
+                        'bundled arm)')
+    parser.add_argument('--topic', default='/rnea_controller/joint_trajectory')
+    parser.add_argument('--joint-states', default='/joint_states',
+                        help='where the demo reads the current position')
+    parser.add_argument('--wait', type=float, default=10.0,
+                        help='seconds to wait for a subscriber (and a joint state) [s]')
+    return parser.parse_args(argv)
+
+
+def demo_waypoints(node, args):
+    """The demo motion about the current position of the model's joints."""
+    from rnea_controller.model import default_urdf_path, RobotModel
+    model = RobotModel.from_urdf_file(args.urdf or default_urdf_path())
+    state = wait_for_message(node, args.joint_states, args.wait)
+    if state is None:
+        raise TrajectoryError(f'no message on {args.joint_states} within {args.wait} s: the demo '
+                              'starts from the current position')
+    position = dict(zip(state.name, state.position, strict=False))
+    missing = [name for name in model.joint_names if name not in position]
+    if missing:
+        raise TrajectoryError(f'{args.joint_states} has no position for joints {missing}')
+    centre = np.array([position[name] for name in model.joint_names])
+    return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
+                       args.duration)
+
+
+def wait_for_message(node, topic, timeout):
+    """The first sensor_msgs/JointState on `topic` within `timeout` [s], or None."""
+    import rclpy
+    from sensor_msgs.msg import JointState
+    received = []
+    subscription = node.create_subscription(JointState, topic, received.append, 10)
+    deadline = time.monotonic() + timeout
+    while not received and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    node.destroy_subscription(subscription)
+    return received[0] if received else None
+
+
+def publish(node, topic, msg, wait):
+    """Publish msg once a subscriber is matched; False if none within `wait` [s]."""
+    import rclpy
+    from trajectory_msgs.msg import JointTrajectory
+    publisher = node.create_publisher(JointTrajectory, topic, 10)
+    deadline = time.monotonic() + wait
+    while publisher.get_subscription_count() == 0:
+        if time.monotonic() > deadline:
+            return False
+        rclpy.spin_once(node, timeout_sec=0.05)
+    publisher.publish(msg)
+    end = time.monotonic() + 0.5  # let the reliable transport deliver before we exit
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    return True
+
+
+def main(argv=None):
+    """Console script `rnea-send-trajectory`; exit 0 when sent, 1 on a bad file or no listener."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    import rclpy
+    try:
+        waypoints = None if args.demo else load_waypoints(args.file)
+    except TrajectoryError as error:
+        print(f'rnea-send-trajectory: {error}', file=sys.stderr)
+        return 1
+    rclpy.init()
+    node = rclpy.create_node('rnea_send_trajectory')
+    try:
+        waypoints = waypoints or demo_waypoints(node, args)
+        if not publish(node, args.topic, to_message(waypoints), args.wait):
+            raise TrajectoryError(f'no subscriber on {args.topic} within {args.wait} s '
+                                  '(is the controller running?)')
+        print(f'sent {len(waypoints.times)} points for {len(waypoints.joint_names)} joints, '
+              f'{waypoints.times[-1]:.2f} s, on {args.topic}')
+        return 0
+    except TrajectoryError as error:
+        print(f'rnea-send-trajectory: {error}', file=sys.stderr)
+        return 1
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,317 @@
+"""rnea_sim: the simulated arm as a ROS 2 node, standing in for a ros2_control stack.
+
+MuJoCo integrates the arm (see `rnea_controller.plant`); this node is the ROS glue:
+
+- subscribes to effort commands (std_msgs/Float64MultiArray, `command_topic`, default
+  `/effort_controller/commands`, ordered as parameter `joints`, default all joints in URDF tree
+  order). Like ros2_control's forward command controller it applies the last command until a
+  newer one arrives, after `command_delay` [s]; after `command_timeout` [s] without one it applies
+  zero effort and logs so. Commands of the wrong length or with non-finite values are refused and
+  counted. Before the first command the joints are braked at `initial_positions` (parameter
+  `hold_until_first_command`), as a real arm waits on its brakes for its controller.
+- publishes `/joint_states` (sensor_msgs/JointState: position and velocity with optional sensor
+  noise, effort = the applied command, clipped to the URDF limits) at every physics step, and
+  `/robot_description` (std_msgs/String, transient-local) with the URDF as given, never with the
+  plant-only payload; `/diagnostics` at 1 Hz (status 'rnea_sim: plant').
+
+Timing: sim time = wall time. A dedicated thread steps the physics at 1/timestep (1 kHz) against
+absolute wall-clock deadlines t0 + k·dt. When it wakes late (the machine was busy) the physics
+does not wait: it catches up by stepping every missed step (each with the command due at its own
+time, i.e. the last one received, as a real arm keeps moving under its last command), counted as
+'late steps', and publishes the newest state once. Only beyond `max_catch_up` steps (1 s) does
+it drop the lag (the arm is frozen for that interval), re-anchor sim time to wall time, count
+'skipped steps' and log a warning.
+"""
+from dataclasses import dataclass
+import math
+import threading
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+
+from rnea_controller.errors import ParameterError, RneaControllerError
+from rnea_controller.model import default_urdf_path
+from rnea_controller.plant import CommandHold, measure, Plant, PlantOptions
+
+# The bundled arm's start pose (UR 'home': upper arm up, forearm forward, tool down) [rad].
+HOME = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)
+STATUS_NAME = 'rnea_sim: plant'
+
+PARAMETERS = {  # name: (default or type when unset, description)
+    'robot_description': ('', 'URDF text; empty: read urdf_file'),
+    'urdf_file': ('', 'URDF path; empty: the bundled arm'),
+    'joints': (Parameter.Type.STRING_ARRAY, 'order of the command array; unset: all joints'),
+    'command_topic': ('/effort_controller/commands', 'effort command topic'),
+    'initial_positions': (Parameter.Type.DOUBLE_ARRAY,
+                          '[rad] in plant joint order; unset: home pose of the bundled arm, '
+                          'zeros otherwise'),
+    'timestep': (0.001, '[s] physics step and joint-state period'),
+    'damping': ([0.0], '[N·m·s/rad] viscous joint damping, one value or one per joint'),
+    'friction': ([0.0], '[N·m] Coulomb joint friction (MuJoCo frictionloss), one or per joint'),
+    'position_noise': (0.0, '[rad] std of the measured position noise'),
+    'velocity_noise': (0.0, '[rad/s] std of the measured velocity noise'),
+    'noise_seed': (0, 'seed of the sensor noise'),
+    'payload.mass': (0.0, '[kg] payload unknown to the controller'),
+    'payload.com': ([0.0, 0.0, 0.0], '[m] payload centre of mass in payload.link'),
+    'payload.link': ('', 'link carrying the payload; empty: the last link'),
+    'command_delay': (0.0, '[s] transport delay before a command is applied'),
+    'command_timeout': (0.5, '[s] without commands before applying zero effort; 0: never'),
+    'hold_until_first_command': (True, 'brake the joints until the first command'),
+    'max_catch_up': (1000, 'steps the physics catches up after waking late; more are skipped'),
+}
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Validated simulator parameters (see PARAMETERS)."""
+
+    urdf: str
+    joints: tuple | None
+    command_topic: str
+    initial_positions: tuple | None
+    plant: PlantOptions
+    position_noise: float
+    velocity_noise: float
+    noise_seed: int
+    command_delay: float
+    command_timeout: float
+    hold_until_first_command: bool
+    max_catch_up: int
+
+
+def _numeric(default):
+    """Float parameters also accept integers (`-p payload.mass:=2`)."""
+    return isinstance(default, float) or (isinstance(default, list) and bool(default) and
+                                          isinstance(default[0], float))
+
+
+def _nonnegative(values, name):
+    value = values[name]
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ParameterError(f"parameter '{name}' must be finite and >= 0, got {value}")
+    return float(value)
+
+
+def read_urdf(robot_description, urdf_file):
+    """The URDF: `robot_description` if set, else the file `urdf_file`, else the bundled arm."""
+    if robot_description:
+        return robot_description
+    path = urdf_file or default_urdf_path()
+    try:
+        with open(path, encoding='utf-8') as file:
+            return file.read()
+    except OSError as error:
+        raise ParameterError(f"parameter 'urdf_file': cannot read {path}: {error}") from error
+
+
+def sim_config(values):
+    """Validate a {parameter name: value} dict (values as declared) into a SimConfig."""
+    timestep = _nonnegative(values, 'timestep')
+    if not 1e-5 <= timestep <= 0.1:
+        raise ParameterError(f"parameter 'timestep' must be in [1e-5, 0.1] s, got {timestep}")
+    plant = PlantOptions(
+        timestep=timestep, damping=tuple(values['damping']), friction=tuple(values['friction']),
+        payload_mass=_nonnegative(values, 'payload.mass'),
+        payload_com=tuple(values['payload.com']), payload_link=values['payload.link'])
+    return SimConfig(
+        urdf=read_urdf(values['robot_description'], values['urdf_file']),
+        joints=tuple(values['joints']) if values['joints'] else None,
+        command_topic=values['command_topic'],
+        initial_positions=tuple(values['initial_positions']) if values['initial_positions']
+        else None,
+        plant=plant,
+        position_noise=_nonnegative(values, 'position_noise'),
+        velocity_noise=_nonnegative(values, 'velocity_noise'),
+        noise_seed=int(values['noise_seed']),
+        command_delay=_nonnegative(values, 'command_delay'),
+        command_timeout=_nonnegative(values, 'command_timeout'),
+        hold_until_first_command=bool(values['hold_until_first_command']),
+        max_catch_up=max(1, int(values['max_catch_up'])))
+
+
+def command_order(plant_joints, joints):
+    """Index of each command entry in plant order; joints None means plant order itself."""
+    if joints is None:
+        return np.arange(len(plant_joints))
+    unknown = [name for name in joints if name not in plant_joints]
+    if unknown or len(set(joints)) != len(joints):
+        raise ParameterError(f"parameter 'joints' {list(joints)}: unknown {unknown} or "
+                             f'duplicate names; the arm has {list(plant_joints)}')
+    return np.array([plant_joints.index(name) for name in joints])
+
+
+def initial_positions(plant, values):
+    """Start configuration [rad]: the parameter, else HOME for 6 joints, else zeros."""
+    if values is None:
+        return np.array(HOME) if plant.n == len(HOME) else np.zeros(plant.n)
+    if len(values) != plant.n or not all(math.isfinite(v) for v in values):
+        raise ParameterError(f"parameter 'initial_positions' needs {plant.n} finite values "
+                             f'(joints {list(plant.joint_names)}), got {list(values)}')
+    return np.array(values, dtype=float)
+
+
+class SimNode(Node):
+    """The simulated arm: MuJoCo physics behind ros2_control-like topics."""
+
+    def __init__(self):
+        super().__init__('rnea_sim')
+        values = {name: self.declare_parameter(name, default, ParameterDescriptor(
+            description=text, dynamic_typing=_numeric(default))).value
+            for name, (default, text) in PARAMETERS.items()}
+        self.config = sim_config(values)
+        self.plant = Plant(self.config.urdf, self.config.plant)
+        self.order = command_order(self.plant.joint_names, self.config.joints)
+        self.plant.reset(initial_positions(self.plant, self.config.initial_positions))
+        self.hold = CommandHold(self.plant.n, self.config.command_delay,
+                                self.config.command_timeout)
+        self.rng = np.random.default_rng(self.config.noise_seed)
+        self.lock = threading.Lock()
+        self.counts = dict.fromkeys(('received', 'refused', 'late steps', 'skipped steps',
+                                     'timeouts'), 0)
+        self.status = 'waiting'
+        self._make_interfaces()
+        self.running = True
+        self.thread = threading.Thread(target=self._physics_loop, name='physics', daemon=True)
+        self.thread.start()
+        self.get_logger().info(
+            f'simulating {self.plant.n} joints {list(self.plant.joint_names)} at '
+            f'{1 / self.config.plant.timestep:.0f} Hz; payload {self.config.plant.payload_mass} '
+            f'kg, command delay {self.config.command_delay} s, timeout '
+            f'{self.config.command_timeout} s')
+
+    def _make_interfaces(self):
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        self.description_pub = self.create_publisher(String, '/robot_description', latched)
+        self.description_pub.publish(String(data=self.config.urdf))
+        self.state_pub = self.create_publisher(JointState, '/joint_states', 10)
+        self.create_subscription(Float64MultiArray, self.config.command_topic, self.on_command,
+                                 10)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.create_timer(1.0, self.publish_diagnostics)
+
+    def on_command(self, msg):
+        """Store a valid command (plant order); refuse and count a malformed one."""
+        tau = np.asarray(msg.data, dtype=float)
+        if tau.shape != (len(self.order),) or not np.all(np.isfinite(tau)):
+            self.counts['refused'] += 1
+            self.get_logger().warning(
+                f'refused command {self.counts["refused"]}: {tau.size} values '
+                f'(need {len(self.order)} finite efforts for {self._command_joints()})',
+                throttle_duration_sec=1.0)
+            return
+        ordered = np.zeros(self.plant.n)
+        ordered[self.order] = tau
+        with self.lock:
+            self.hold.push(time.time(), ordered)
+        self.counts['received'] += 1
+
+    def _command_joints(self):
+        return [self.plant.joint_names[i] for i in self.order]
+
+    def _physics_loop(self):
+        """Step at t0 + k·dt of the wall clock; catch up when late, drop lag beyond a bound."""
+        dt = self.config.plant.timestep
+        t0, k = time.time(), 0
+        while self.running and rclpy.ok():
+            due = int((time.time() - t0) / dt)
+            if due - k > self.config.max_catch_up:
+                self._skip(due - k - 1, dt)
+                k = due - 1
+            self.counts['late steps'] += max(0, due - k - 1)
+            while k < due:
+                k += 1
+                self._step(t0 + k * dt)
+            self._publish_state(t0 + k * dt)
+            time.sleep(max(0.0, t0 + (k + 1) * dt - time.time()))
+
+    def _skip(self, steps, dt):
+        self.counts['skipped steps'] += steps
+        self.get_logger().warning(f'physics fell {steps * dt * 1e3:.0f} ms behind the wall '
+                                  f'clock: skipped {steps} steps (arm frozen meanwhile)',
+                                  throttle_duration_sec=1.0)
+
+    def _step(self, t):
+        """One physics step at wall time t [s] with the command due then."""
+        with self.lock:
+            status = self.hold.status(t)
+            tau = self.hold.current(t)
+        self._log_status(status)
+        if status == 'waiting' and self.config.hold_until_first_command:
+            self.plant.applied = np.zeros(self.plant.n)
+            return
+        self.plant.step(tau)
+
+    def _log_status(self, status):
+        if status == self.status:
+            return
+        if status == 'timed out':
+            self.counts['timeouts'] += 1
+            self.get_logger().warning(f'no command for {self.config.command_timeout} s: '
+                                      'applying zero effort')
+        elif status == 'active':
+            self.get_logger().info('commands received: applying them')
+        self.status = status
+
+    def _publish_state(self, t):
+        q, qd = measure(self.plant.q, self.plant.qd, self.rng, self.config.position_noise,
+                        self.config.velocity_noise)
+        msg = JointState()
+        msg.header.stamp.sec = int(t)
+        msg.header.stamp.nanosec = int((t - int(t)) * 1e9)
+        msg.name = list(self.plant.joint_names)
+        msg.position = q.tolist()
+        msg.velocity = qd.tolist()
+        msg.effort = self.plant.applied.tolist()
+        self.state_pub.publish(msg)
+
+    def publish_diagnostics(self):
+        """Plant status on /diagnostics (1 Hz)."""
+        values = dict(self.counts, **{'command status': self.status,
+                                      'sim time [s]': f'{self.plant.time:.3f}',
+                                      'payload [kg]': self.config.plant.payload_mass})
+        level = DiagnosticStatus.WARN if self.status == 'timed out' else DiagnosticStatus.OK
+        status = DiagnosticStatus(level=level, name=STATUS_NAME, message=self.status,
+                                  hardware_id='mujoco', values=[
+                                      KeyValue(key=key, value=str(value))
+                                      for key, value in values.items()])
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics_pub.publish(msg)
+
+    def stop(self):
+        self.running = False
+        self.thread.join(timeout=1.0)
+
+
+def main(args=None):
+    """Console script `rnea-sim` / `ros2 run rnea_controller sim`."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = SimNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RneaControllerError as error:
+        print(f'rnea_sim: {error}', flush=True)
+        return 1
+    finally:
+        if node is not None:
+            node.stop()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
