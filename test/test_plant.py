@@ -1,0 +1,116 @@
+"""The simulator's MuJoCo plant (rnea_controller/plant.py), without ROS.
+
+Oracle: Pinocchio on the same URDF (its own parser, rnea and aba); with every realism option at
+zero the plant must be the URDF's rigid-body model exactly, and each option must change it by
+exactly its own physics (payload = Pinocchio with the same point mass appended; damping =
+-D qd in the forward dynamics).
+"""
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from rnea_controller import default_urdf_path
+from rnea_controller.errors import DimensionError, ParameterError
+from rnea_controller.plant import CommandHold, Plant, PlantOptions
+
+URDF_TEXT = default_urdf_path().read_text()
+HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])
+
+
+@pytest.fixture(scope='module')
+def oracle():
+    model = pin.buildModelFromUrdf(str(default_urdf_path()))
+    return model, model.createData()
+
+
+def with_point_mass(model, mass, com):
+    """Pinocchio model with a point mass at `com` [m] in wrist_3's frame."""
+    heavier = pin.Model(model)
+    joint = heavier.getJointId('wrist_3_joint')
+    heavier.appendBodyToJoint(joint, pin.Inertia(mass, np.array(com), np.zeros((3, 3))),
+                              pin.SE3.Identity())
+    return heavier
+
+
+def test_inverse_dynamics_is_pinocchios(oracle):
+    model, data = oracle
+    plant = Plant(URDF_TEXT)
+    assert plant.model.opt.timestep == 0.001
+    for q, qd, qdd in np.random.default_rng(0).uniform(-2, 2, (5, 3, 6)):
+        np.testing.assert_allclose(plant.inverse_dynamics(q, qd, qdd),
+                                   pin.rnea(model, data, q, qd, qdd), atol=1e-9)
+
+
+def test_payload_is_a_point_mass_at_its_com(oracle):
+    model, _ = oracle
+    com = (0.01, -0.02, 0.05)
+    heavier = with_point_mass(model, 2.0, com)
+    plant = Plant(URDF_TEXT, PlantOptions(payload_mass=2.0, payload_com=com))
+    for q, qd, qdd in np.random.default_rng(1).uniform(-2, 2, (5, 3, 6)):
+        np.testing.assert_allclose(plant.inverse_dynamics(q, qd, qdd),
+                                   pin.rnea(heavier, heavier.createData(), q, qd, qdd),
+                                   atol=1e-9)
+
+
+def test_one_step_follows_forward_dynamics_with_damping(oracle):
+    """Semi-implicit Euler, damping implicit: (M + dt D) qd1 = M qd0 + dt (tau - h(q, qd0)),
+    q1 = q0 + dt qd1."""
+    model, data = oracle
+    damping = np.array([2.0, 2.0, 1.0, 0.5, 0.5, 0.2])
+    plant = Plant(URDF_TEXT, PlantOptions(damping=tuple(damping)))
+    q, qd = HOME + 0.1, np.full(6, 0.3)
+    tau = np.array([5.0, 40.0, 20.0, 2.0, 1.0, 0.1])
+    plant.reset(q, qd)
+    plant.step(tau)
+    M = pin.crba(model, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    h = pin.rnea(model, data, q, qd, np.zeros(6))
+    dt = 0.001
+    qd1 = np.linalg.solve(M + dt * np.diag(damping), M @ qd + dt * (tau - h))
+    np.testing.assert_allclose(plant.qd, qd1, atol=1e-10)
+    np.testing.assert_allclose(plant.q, q + dt * qd1, atol=1e-12)
+
+
+def test_gravity_torques_hold_the_arm_still(oracle):
+    model, data = oracle
+    plant = Plant(URDF_TEXT)
+    plant.reset(HOME)
+    g = pin.computeGeneralizedGravity(model, data, HOME)
+    for _ in range(2000):
+        plant.step(g)
+    np.testing.assert_allclose(plant.q, HOME, atol=1e-9)
+    assert plant.time == pytest.approx(2.0)
+
+
+def test_commands_are_clipped_to_the_urdf_effort_limits():
+    plant = Plant(URDF_TEXT)
+    plant.reset(HOME)
+    applied = plant.step([500.0, -500.0, 10.0, 100.0, -100.0, 1.0])
+    np.testing.assert_array_equal(applied, [150.0, -150.0, 10.0, 28.0, -28.0, 1.0])
+
+
+def test_bad_inputs_are_refused_with_the_reason():
+    plant = Plant(URDF_TEXT)
+    with pytest.raises(DimensionError, match='tau has 5 values, but the plant has 6'):
+        plant.step(np.zeros(5))
+    with pytest.raises(DimensionError, match='non-finite'):
+        plant.step([0, 0, np.nan, 0, 0, 0])
+    with pytest.raises(ParameterError, match='damping has 2 values'):
+        Plant(URDF_TEXT, PlantOptions(damping=(1.0, 2.0)))
+    with pytest.raises(ParameterError, match="payload link 'nowhere'"):
+        Plant(URDF_TEXT, PlantOptions(payload_mass=1.0, payload_link='nowhere'))
+    with pytest.raises(ParameterError, match='payload mass'):
+        Plant(URDF_TEXT, PlantOptions(payload_mass=-1.0))
+
+
+def test_command_hold_delay_and_timeout():
+    hold = CommandHold(2, delay=0.01, timeout=0.1)
+    assert hold.status(0.0) == 'waiting'
+    hold.push(1.0, [1.0, 2.0])
+    assert hold.status(1.005) == 'waiting'  # still in transit
+    np.testing.assert_array_equal(hold.current(1.01), [1.0, 2.0])
+    np.testing.assert_array_equal(hold.current(1.1), [1.0, 2.0])  # held
+    assert hold.status(1.111) == 'timed out'
+    np.testing.assert_array_equal(hold.current(1.2), [0.0, 0.0])
+    hold.push(1.3, [3.0, 4.0])
+    np.testing.assert_array_equal(hold.current(1.31), [3.0, 4.0])
