@@ -1,0 +1,155 @@
+"""The simulator node `rnea-sim`, a real subprocess, driven over DDS from this process.
+
+One simulator serves the module (starting one costs ~2 s); the tests run in file order and each
+sets up the state it checks. Oracle: Pinocchio's gravity torques must hold the MuJoCo arm still.
+"""
+import threading
+
+from conftest import console_script, Processes, wait_for
+import numpy as np
+import pinocchio as pin
+import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+
+from rnea_controller import default_urdf_path
+from rnea_controller.sim import HOME
+
+pytestmark = pytest.mark.integration
+TIMEOUT = 0.4  # [s] the simulator's command_timeout in these tests
+
+
+class Probe:
+    """A test node: joint states (kept), robot description, diagnostics, command publisher."""
+
+    def __init__(self):
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node('sim_probe', context=self.context)
+        self.lock = threading.Lock()
+        self.states, self.descriptions, self.diagnostics = [], [], []
+        self.node.create_subscription(JointState, '/joint_states', self._keep(self.states), 1000)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(String, '/robot_description',
+                                      self._keep(self.descriptions), latched)
+        from diagnostic_msgs.msg import DiagnosticArray
+        self.node.create_subscription(DiagnosticArray, '/diagnostics',
+                                      self._keep(self.diagnostics), 10)
+        self.commands = self.node.create_publisher(Float64MultiArray,
+                                                   '/effort_controller/commands', 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _keep(self, store):
+        def keep(msg):
+            with self.lock:
+                store.append(msg)
+        return keep
+
+    def clear(self):
+        with self.lock:
+            self.states.clear()
+
+    def latest(self):
+        with self.lock:
+            return self.states[-1] if self.states else None
+
+    def send(self, values):
+        self.commands.publish(Float64MultiArray(data=[float(v) for v in values]))
+
+    def close(self):
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture(scope='module')
+def sim(tmp_path_factory):
+    processes = Processes(tmp_path_factory.mktemp('sim'))
+    proc = processes.start([console_script('rnea-sim'), '--ros-args', '-p',
+                            f'command_timeout:={TIMEOUT}'])
+    probe = Probe()
+    try:
+        assert wait_for(lambda: probe.latest() is not None, 20.0), processes.output(proc)
+        yield probe, processes, proc
+    finally:
+        probe.close()
+        processes.close()
+
+
+def stamp(msg):
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
+def gravity(q):
+    """Pinocchio's g(q) [N·m] for the bundled arm."""
+    model = pin.buildModelFromUrdf(str(default_urdf_path()))
+    return pin.computeGeneralizedGravity(model, model.createData(), np.asarray(q))
+
+
+def test_publishes_stamped_joint_states_at_1khz_and_the_latched_description(sim):
+    probe, _, _ = sim
+    probe.clear()
+    wait_for(lambda: False, 1.0)
+    with probe.lock:
+        states = list(probe.states)
+    stamps = np.array([stamp(m) for m in states])
+    assert len(states) > 500  # received by this (slower) Python subscriber in 1 s
+    assert np.median(np.diff(stamps)) == pytest.approx(1e-3, abs=2e-5)
+    assert (len(stamps) - 1) / (stamps[-1] - stamps[0]) > 0.5e3
+    last = states[-1]
+    assert list(last.name) == ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint',
+                               'wrist_1_joint', 'wrist_2_joint', 'wrist_3_joint']
+    # braked at the home pose until the first command: no motion, zero effort
+    np.testing.assert_allclose(last.position, HOME, atol=1e-12)
+    np.testing.assert_array_equal(last.effort, np.zeros(6))
+    assert probe.descriptions[0].data == default_urdf_path().read_text()
+
+
+def test_holds_the_last_command_and_pinocchio_gravity_holds_the_arm(sim):
+    probe, _, _ = sim
+    g = gravity(HOME)
+    probe.send(g)  # once: the simulator must keep applying it
+    assert wait_for(lambda: np.allclose(probe.latest().effort, g, atol=1e-12), 2.0)
+    probe.clear()
+    wait_for(lambda: False, 0.25)  # less than the command timeout
+    with probe.lock:
+        states = list(probe.states)
+    assert len(states) > 100
+    for msg in states:
+        np.testing.assert_allclose(msg.effort, g, atol=1e-12)
+        np.testing.assert_allclose(msg.position, HOME, atol=1e-8)
+        np.testing.assert_allclose(msg.velocity, 0.0, atol=1e-8)
+
+
+def test_bad_commands_are_refused_and_counted(sim):
+    probe, processes, proc = sim
+    g = gravity(HOME)
+    probe.send(g)
+    probe.send([1.0, 2.0, 3.0])
+    probe.send([0.0, 0.0, float('nan'), 0.0, 0.0, 0.0])
+    probe.send([0.0, 0.0, float('inf'), 0.0, 0.0, 0.0])
+
+    def refused():
+        values = [{kv.key: kv.value for kv in status.values} for msg in probe.diagnostics
+                  for status in msg.status if status.name == 'rnea_sim: plant']
+        return values and int(values[-1]['refused']) == 3
+    assert wait_for(refused, 3.0)
+    np.testing.assert_allclose(probe.latest().effort, g, atol=1e-12)
+    assert 'refused command' in processes.output(proc)
+
+
+def test_command_timeout_applies_zero_effort_and_says_so(sim):
+    probe, processes, proc = sim
+    probe.send(gravity(HOME))
+    assert wait_for(lambda: np.any(np.asarray(probe.latest().effort) != 0), 2.0)
+    assert wait_for(lambda: np.all(np.asarray(probe.latest().effort) == 0), TIMEOUT + 1.0)
+    assert 'applying zero effort' in processes.output(proc)
+    # without effort the arm falls under gravity
+    assert wait_for(lambda: abs(probe.latest().position[1] - HOME[1]) > 1e-2, 2.0)
