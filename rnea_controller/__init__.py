@@ -12,7 +12,7 @@ from rnea_controller.errors import (
     TrajectoryError,
     UrdfError,
 )
-from rnea_controller.model import RobotModel, default_urdf_path
+from rnea_controller.model import default_urdf_path, RobotModel
 from rnea_controller.rnea import bias_torques, gravity_torques, mass_matrix, rnea, rnea_reference
 
 __all__ = [

@@ -1,0 +1,99 @@
+"""RNEA speed, side by side with Pinocchio in the same process (`./run bench rnea`).
+
+For UR5 (6 joints) and Panda (7 joints, fingers locked), on the same random states:
+- single call: our `rnea`, our readable `rnea_reference`, and `pinocchio.rnea` from Python;
+- batched over N = 10,000 states: our `rnea` on (N, n) arrays against a Python loop over
+  `pinocchio.rnea`.
+Times are the best of several repeats (timeit's advice: on a shared, noisy machine the minimum
+is the figure least disturbed by other load); the ratios compare runs made moments apart in one
+process, so they hold even when the absolute figures move. Targets (issue 2): Panda single
+≤ 20 µs; batched ≤ 1 µs per sample and faster than the loop over Pinocchio.
+"""
+from pathlib import Path
+import sysconfig
+import time
+
+import numpy as np
+import pinocchio as pin
+
+from rnea_controller import rnea, rnea_reference, RobotModel
+
+ROBOTS = Path(sysconfig.get_paths()['purelib']) / 'cmeel.prefix/share/example-robot-data/robots'
+ARMS = {
+    'UR5': ('ur_description/urdf/ur5_robot.urdf', []),
+    'Panda': ('panda_description/urdf/panda.urdf', ['panda_finger_joint1', 'panda_finger_joint2']),
+}
+N_BATCH = 10_000
+
+
+def per_call_us(function, calls, repeats=7):
+    """Best over `repeats` of the mean time per call [µs] over `calls` calls."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            function()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return min(times)
+
+
+def pinocchio_model(path, locked):
+    model = pin.buildModelFromUrdf(str(path))
+    if locked:
+        model = pin.buildReducedModel(model, [model.getJointId(j) for j in locked],
+                                      pin.neutral(model))
+    return model
+
+
+def bench_arm(name, relative, locked):
+    path = ROBOTS / relative
+    model = RobotModel.from_urdf_file(path, locked_joints=locked)
+    oracle = pinocchio_model(path, locked)
+    data = oracle.createData()
+    assert oracle.nq == oracle.nv == model.n, 'these arms have no continuous joints'
+    rng = np.random.default_rng(0)
+    q, qd, qdd = rng.uniform(-2, 2, size=(3, model.n))
+    Q, QD, QDD = rng.uniform(-2, 2, size=(3, N_BATCH, model.n))
+    err = np.max(np.abs(rnea(model, q, qd, qdd) - pin.rnea(oracle, data, q, qd, qdd)))
+
+    ours = per_call_us(lambda: rnea(model, q, qd, qdd), 20_000)
+    reference = per_call_us(lambda: rnea_reference(model, q, qd, qdd), 300)
+    pinocchio = per_call_us(lambda: pin.rnea(oracle, data, q, qd, qdd), 20_000)
+    batch = per_call_us(lambda: rnea(model, Q, QD, QDD), 3, repeats=5) / N_BATCH
+
+    def pin_loop():
+        for k in range(N_BATCH):
+            pin.rnea(oracle, data, Q[k], QD[k], QDD[k])
+
+    loop = per_call_us(pin_loop, 1, repeats=3) / N_BATCH
+    return dict(name=name, n=model.n, err=err, ours=ours, reference=reference,
+                pinocchio=pinocchio, batch=batch, loop=loop)
+
+
+def main():
+    rows = [bench_arm(name, *spec) for name, spec in ARMS.items()]
+    print('\nRNEA, single call [µs per call] (best of 7 repeats)')
+    print(f'{"arm":<7}{"n":>3}{"rnea":>10}{"reference":>12}{"pinocchio":>11}'
+          f'{"rnea/pin":>10}{"ref/rnea":>10}{"max |Δτ| vs pin":>18}')
+    for r in rows:
+        print(f'{r["name"]:<7}{r["n"]:>3}{r["ours"]:>10.2f}{r["reference"]:>12.1f}'
+              f'{r["pinocchio"]:>11.2f}{r["ours"] / r["pinocchio"]:>10.1f}'
+              f'{r["reference"] / r["ours"]:>10.0f}{r["err"]:>18.1e}')
+    print(f'\nRNEA, batched over N = {N_BATCH:,} states [µs per sample]')
+    print(f'{"arm":<7}{"rnea (N, n)":>13}{"loop over pin.rnea":>20}{"loop/rnea":>11}')
+    for r in rows:
+        ratio = r['loop'] / r['batch']
+        print(f'{r["name"]:<7}{r["batch"]:>13.3f}{r["loop"]:>20.3f}{ratio:>11.1f}')
+    panda = rows[-1]
+    verdicts = [('Panda single call ≤ 20 µs', panda['ours'] <= 20.0),
+                ('batched ≤ 1 µs per sample', all(r['batch'] <= 1.0 for r in rows)),
+                ('batched faster than a loop over pinocchio.rnea',
+                 all(r['batch'] < r['loop'] for r in rows))]
+    print()
+    for text, ok in verdicts:
+        print(f'  [{"met" if ok else "MISSED"}] {text}')
+
+
+if __name__ == '__main__':
+    main()
