@@ -390,11 +390,15 @@ class BagReader:
     def message_count(self):
         return sum(count for _, count in self.topics.values())
 
+    def require_messages(self):
+        """Raise `BagError` if the bag holds no message at all."""
+        if self.message_count == 0:
+            raise BagError(f'bag {str(self.path)!r} is empty (no messages)')
+
     def require(self, topic, msgtype):
         """Raise `BagError` unless `topic` exists with `msgtype` and has messages."""
         topics = self.topics
-        if self.message_count == 0:
-            raise BagError(f'bag {str(self.path)!r} is empty (no messages)')
+        self.require_messages()
         if topic not in topics:
             listing = ', '.join(f'{t} [{m}]' for t, (m, _) in sorted(topics.items()))
             raise BagError(f'bag {str(self.path)!r} has no topic {topic!r}; its topics: '

@@ -253,7 +253,8 @@ class TrackingStats:
         k = np.clip(k, 1, len(js_t) - 1)
         interval = js_t[k] - js_t[k - 1]
         typical = np.median(np.diff(js_t)) if len(js_t) > 2 else interval.max(initial=0)
-        inside &= interval <= self.factor * typical
+        exact = (t == js_t[k - 1]) | (t == js_t[k])
+        inside &= (interval <= self.factor * typical) | exact
         self.unaligned += int(np.sum(~inside))
         t, q_d, k = t[inside], q_d[inside], k[inside]
         if not len(t):
@@ -463,7 +464,7 @@ class ResidualStats:
                          'p99': float(p99[j]),
                          'rms_after_payload': float(np.sqrt(max(after[j], 0.0) / k[j]))}
                   for j, name in enumerate(self.model.joint_names) if self.count[j]}
-        return {'samples': int(self.count.min(initial=0)), 'window': self.window,
+        return {'samples': int(self.count.min()) if self.model.n else 0, 'window': self.window,
                 'payload_link': self.payload_link, 'payload_kg': m, 'payload_std_kg': std,
                 'joints': joints}
 

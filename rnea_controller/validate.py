@@ -98,6 +98,11 @@ def check_joints(bag, topics, model):
     for key, msgtype in (('joint_states', bagio.JOINT_STATE), ('reference', bagio.JOINT_STATE),
                          ('commands', bagio.FLOAT64_ARRAY)):
         bag.require(topics[key], msgtype)
+    state_names = list(bag.first(topics['joint_states']).name)
+    missing = [n for n in model.joint_names if n not in state_names]
+    if missing:
+        raise BagError(f'the URDF does not match the bag: model joints {missing} are not in '
+                       f'{topics["joint_states"]} (it has {state_names})')
     ref = bag.first(topics['reference'])
     names = tuple(ref.name)
     unknown = [n for n in names if n not in model.joint_names]
@@ -105,11 +110,6 @@ def check_joints(bag, topics, model):
         raise BagError(f'{topics["reference"]} names joints {list(names)}; '
                        f'{unknown or "none"} unknown to the model (its joints: '
                        f'{", ".join(model.joint_names)})')
-    state_names = list(bag.first(topics['joint_states']).name)
-    missing = [n for n in model.joint_names if n not in state_names]
-    if missing:
-        raise BagError(f'the URDF does not match the bag: model joints {missing} are not in '
-                       f'{topics["joint_states"]} (it has {state_names})')
     width = len(bag.first(topics['commands']).data)
     if width != len(names):
         raise BagError(f'{topics["commands"]} carries {width} values but '
@@ -197,6 +197,7 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     if unknown:
         raise BagError(f'unknown thresholds {sorted(unknown)}; known: {sorted(THRESHOLDS)}')
     with bagio.BagReader(bag_path) as bag:
+        bag.require_messages()
         model, source = load_model(bag, topics, urdf_path)
         names, t0 = check_joints(bag, topics, model)
         payload_link = payload_link or metrics.last_link(model)

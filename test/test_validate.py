@@ -1,0 +1,170 @@
+"""validate: bags with known answers through the API and the `rnea-validate` console script.
+
+The synthetic run (test/synthetic_bags.py) has a set tracking error per joint, a 50 ms hole in
+every stream, a saturated stretch, one NaN and one over-limit command, and efforts from
+Pinocchio's RNEA with a 2 kg payload the bag's model does not know.
+"""
+import json
+import subprocess
+
+from conftest import console_script, robot_data_urdf
+import numpy as np
+import pytest
+from rosbags.rosbag2 import StoragePlugin, Writer
+from synthetic_bags import make_run, write_run
+
+from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller.bagio import (
+    ArraySeries,
+    default_typestore,
+    JOINT_STATE,
+    JointStateSeries,
+    write_bag,
+)
+from rnea_controller.validate import validate_bag
+
+ERROR = np.array([1, 2, 3, 4, 5, 6]) * 1e-4  # [rad]
+GAP = (1.0, 0.05)  # [s]
+SATURATE = (1, 2.0, 0.2)  # joint 1 at its limit for 0.2 s
+DURATION = 3.0
+
+
+@pytest.fixture(scope='module')
+def model():
+    return RobotModel.from_urdf_file(default_urdf_path())
+
+
+@pytest.fixture(scope='module')
+def run(model):
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits,
+                   duration=DURATION, error=ERROR, payload=2.0, saturate=SATURATE)
+    run.commands[1500, 2] = np.nan
+    run.commands[1600, 3] = 1.5 * model.effort_limits[3]
+    return run
+
+
+@pytest.fixture(scope='module')
+def bag(run, tmp_path_factory):
+    return write_run(tmp_path_factory.mktemp('bags') / 'run', run,
+                     default_urdf_path().read_text(), gap=GAP)
+
+
+@pytest.fixture(scope='module')
+def result(bag, tmp_path_factory):
+    return validate_bag(bag, tmp_path_factory.mktemp('out'), progress=False,
+                        thresholds={'max_rms_error': 1e-3, 'max_saturation': 0.05})
+
+
+def test_tracking_error_is_the_set_error(result, model):
+    joints = result.report['tracking']['joints']
+    for name, e in zip(model.joint_names, ERROR):
+        assert joints[name]['rms'] == pytest.approx(e, rel=1e-6)
+        assert joints[name]['max'] == pytest.approx(e, rel=1e-6)
+        assert joints[name]['p99'] == pytest.approx(e, rel=1e-3)
+
+
+def test_gap_start_and_length(result):
+    for key in ('loop', 'joint_states'):
+        timing = result.report[key]
+        (gap,) = timing['gaps']
+        assert gap['start_ms'] == pytest.approx(999.0)  # last tick before the hole
+        assert gap['duration_ms'] == pytest.approx(51.0)  # to the first tick after it
+        assert gap['missed_ticks'] == 50 and timing['missed_ticks'] == 50
+        assert timing['period_ms'] == pytest.approx(1.0, rel=1e-3)
+    assert 'gap at 999.0 ms lasting 51.0 ms (50 missed ticks)' in result.table()
+    assert 'stale period at 999.0 ms lasting 51.0 ms' in result.table()
+
+
+def test_saturated_stretch_and_unsafe_commands(result, model, run):
+    sat = result.report['saturation']
+    n_cmd = len(run.stamps) - 50
+    lift = sat['joints'][model.joint_names[1]]
+    assert lift['share'] == pytest.approx(200 / n_cmd)
+    assert lift['longest_run'] == 200
+    assert sat['joints'][model.joint_names[2]]['non_finite'] == 1
+    assert sat['joints'][model.joint_names[3]]['over_limit'] == 1
+    assert any('1 non-finite commands' in f for f in result.failures)
+    assert any('beyond the effort limit' in f for f in result.failures)
+    assert len(result.failures) == 3 and not result.passed
+    assert any('share of commands at the effort limit' in f for f in result.failures)
+
+
+def test_payload_estimate_within_5_percent(result):
+    residual = result.report['residual']
+    assert residual['payload_kg'] == pytest.approx(2.0, rel=0.05)
+    assert residual['payload_link'] == 'wrist_3_link'
+    assert f"estimated payload: {residual['payload_kg']:.3f} kg" in result.table()
+
+
+def test_reports_and_plots_are_written(result):
+    report = json.loads(result.files['json'].read_text())
+    assert report['passed'] is False and report['failures'] == result.failures
+    assert '| shoulder_lift_joint |' in result.files['markdown'].read_text()
+    for key in ('tracking_plot', 'torque_plot', 'period_plot', 'residual_plot'):
+        assert result.files[key].read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def _cli(*args):
+    return subprocess.run([console_script('rnea-validate'), *map(str, args), '--no-progress'],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_passes_and_fails_by_thresholds(tmp_path, model):
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits, duration=1.0,
+                   error=ERROR)
+    bag = write_run(tmp_path / 'clean', run, default_urdf_path().read_text(), storage='sqlite3')
+    ok = _cli(bag, '-o', tmp_path / 'ok', '--max-rms-error', '1e-3', '--no-plots')
+    assert ok.returncode == 0, ok.stderr
+    assert 'result: PASS' in ok.stdout and 'estimated payload: ' in ok.stdout
+    assert (tmp_path / 'ok' / 'report.json').exists()
+    bad = _cli(bag, '-o', tmp_path / 'bad', '--max-rms-error', '5e-4', '--max-jitter', '1',
+               '--no-plots')
+    assert bad.returncode == 1, bad.stderr
+    assert 'FAIL tracking error RMS, worst joint: 0.0006 rad (limit 0.0005 rad)' in bad.stdout
+
+
+def _bad_input_bags(tmp_path, model):
+    """{case: (cli arguments, expected message part)}."""
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits, duration=0.2)
+    urdf = default_urdf_path().read_text()
+    states = JointStateSeries(run.stamps, run.names, run.q, run.qd, run.tau)
+    commands = ArraySeries(run.stamps, run.commands)
+    unknown = JointStateSeries(run.stamps, ('gripper_joint',) + run.names[1:], run.q_d)
+    empty = tmp_path / 'empty'
+    with Writer(empty, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        writer.add_connection('/joint_states', JOINT_STATE, typestore=default_typestore())
+    corrupt = tmp_path / 'corrupt.mcap'
+    corrupt.write_bytes(b'\x89MCAP0\r\n' + b'\x07' * 5000)
+    good = write_run(tmp_path / 'good', run, urdf)
+    return {
+        'missing topic': ([write_bag(tmp_path / 'no_ref', joint_states=states,
+                                     robot_description=urdf)],
+                          "has no topic '/rnea_controller/reference'; its topics: "),
+        'empty bag': ([empty], 'is empty'),
+        'corrupt file': ([corrupt], 'cannot read bag'),
+        'no such bag': ([tmp_path / 'nothing'], 'does not exist'),
+        'unknown joints': ([write_bag(
+            tmp_path / 'unknown_joint', joint_states=states, reference=unknown,
+            commands=commands, robot_description=urdf)], "['gripper_joint'] unknown to the model"),
+        'urdf not matching': ([good, '--urdf', robot_data_urdf(
+            'double_pendulum_description/urdf/double_pendulum.urdf')],
+            'the URDF does not match the bag'),
+        'no model': ([write_bag(tmp_path / 'no_model', joint_states=states, reference=states,
+                                commands=commands)],
+                     'pass the URDF with --urdf'),
+        'broken robot_description': ([write_bag(tmp_path / 'broken', joint_states=states,
+                                                reference=states, commands=commands,
+                                                robot_description='<robot')],
+                                     'rnea-validate: error: '),
+    }
+
+
+def test_cli_bad_input_gives_one_clear_message(tmp_path, model):
+    cases = _bad_input_bags(tmp_path, model)
+    for case, (args, expected) in cases.items():
+        out = _cli(*args, '-o', tmp_path / 'out')
+        assert out.returncode == 2, (case, out.stdout, out.stderr)
+        assert 'Traceback' not in out.stderr + out.stdout, case
+        assert out.stderr.startswith('rnea-validate: error: '), (case, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, (case, out.stderr)
+        assert expected in out.stderr, (case, out.stderr)
