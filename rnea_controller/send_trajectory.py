@@ -138,17 +138,18 @@ def _waypoints(names, columns, path):
                      optional['velocities'], optional['accelerations'])
 
 
-def _csv_header(header, path):
+def _csv_header(header, path, line):
     """Joint names and column indices {(kind, joint): column} from the CSV header row."""
     header = [cell.strip() for cell in header]
     if not header or header[0] != 'time':
-        raise TrajectoryError(f"{path}, line 1: the first column must be 'time', got {header[:1]}")
+        raise TrajectoryError(f"{path}, line {line}: the first column must be 'time', got "
+                              f'{header[:1]}')
     names = [cell for cell in header[1:] if '.' not in cell]
     index = {}
     for column, cell in enumerate(header[1:], start=1):
         joint, _, kind = cell.partition('.')
         if kind not in ('', 'velocity', 'acceleration') or joint not in names:
-            raise TrajectoryError(f"{path}, line 1: column {column + 1} '{cell}': expected a "
+            raise TrajectoryError(f"{path}, line {line}: column {column + 1} '{cell}': expected a "
                                   f'joint name, <joint>.velocity or <joint>.acceleration')
         index[(kind or 'position', joint)] = column
     return tuple(names), index
@@ -161,7 +162,7 @@ def load_csv(path):
                 if row and not row[0].lstrip().startswith('#')]
     if not rows:
         raise TrajectoryError(f'{path}: empty file')
-    names, index = _csv_header(rows[0][1], path)
+    names, index = _csv_header(rows[0][1], path, rows[0][0])
     kinds = {kind for kind, _ in index}
     columns = {'time': [], 'positions': [], 'velocities': [], 'accelerations': []}
     for line, row in rows[1:]:
