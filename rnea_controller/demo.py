@@ -113,13 +113,13 @@ class Monitor:
         self.node = rclpy.create_node('rnea_demo')
         self.state = None
         self.reference_seen = False
-        self.node.create_subscription(JointState, '/joint_states', self._on_state, 10)
-        self.node.create_subscription(JointState, '/rnea_controller/reference',
-                                      self._on_reference, 10)
-        self.recorder = None
+        self.watchers = [
+            self.node.create_subscription(JointState, '/joint_states', self._on_state, 10),
+            self.node.create_subscription(JointState, '/rnea_controller/reference',
+                                          self._on_reference, 10)]
+        self.bag_path = bag_path
         self.ros2_bag = record_command(bag_path, list(DEFAULT_TOPICS))
-        if self.ros2_bag is None:
-            self.recorder = BagRecorder(self.node, bag_path)
+        self.recorder = None if self.ros2_bag else BagRecorder(self.node, bag_path, start=False)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)
@@ -136,6 +136,19 @@ class Monitor:
 
     def _on_reference(self, msg):
         self.reference_seen = True
+
+    def start_recording(self, processes):
+        """Record from now on: `ros2 bag record` if installed, else our rosbags recorder."""
+        if self.ros2_bag:
+            processes.start('ros2_bag', self.ros2_bag)
+        else:
+            self.recorder.start()
+
+    def stop_watching(self):
+        """Drop the start-up subscriptions (decoding 2 kHz of messages costs CPU)."""
+        for subscription in self.watchers:
+            self.node.destroy_subscription(subscription)
+        self.watchers = []
 
     def counts(self):
         return self.recorder.counts if self.recorder else {}
@@ -173,11 +186,13 @@ def send_demo_motion(monitor, duration):
                             model.position_limits, duration)
     publisher = monitor.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
     deadline = time.monotonic() + 10.0
-    while publisher.get_subscription_count() < 1 + (monitor.recorder is not None):
+    while not any(info.node_name == 'rnea_controller' for info in
+                  monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
         if time.monotonic() > deadline:
             raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
         time.sleep(0.02)
     publisher.publish(to_message(waypoints))
+    monitor.stop_watching()
 
 
 def run_with_progress(seconds, monitor, processes, label):
@@ -199,13 +214,11 @@ def run_with_progress(seconds, monitor, processes, label):
         progress.update(task, completed=seconds)
 
 
-def start_processes(processes, args, output, bag_path, monitor):
+def start_processes(processes, args):
     processes.start('sim', [executable('rnea-sim'), '--ros-args', '-p',
                             f'payload.mass:={float(args.payload)!r}'])
     processes.start('controller', [executable('rnea-controller'), '--ros-args', '-p',
                                    f'control_law:={args.law}'])
-    if monitor.ros2_bag:
-        processes.start('ros2_bag', monitor.ros2_bag)
 
 
 def run(args):
@@ -221,10 +234,13 @@ def run(args):
     processes = Processes(output)
     monitor = Monitor(bag_path)
     try:
-        start_processes(processes, args, output, bag_path, monitor)
+        start_processes(processes, args)
+        print('starting the simulator and the controller...', flush=True)
         wait_until(lambda: monitor.state is not None, 'joint states from the simulator',
                    processes)
         wait_until(lambda: monitor.reference_seen, 'reference from the controller', processes)
+        monitor.start_recording(processes)
+        print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
         motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
         send_demo_motion(monitor, motion)

@@ -58,10 +58,12 @@ def record_command(path, topics):
 class BagRecorder:
     """Writes messages of `topics` {name: 'pkg/msg/Type'} to a new MCAP bag at `path`.
 
-    Call `close()` to finish the bag (it is unreadable before). Counts per topic in `counts`.
+    Subscribes at once; with `start=False` it writes nothing until `start()` except that it keeps
+    the newest message of each latched topic and writes it first when started. Call `close()` to
+    finish the bag (it is unreadable before). Counts per topic in `counts`.
     """
 
-    def __init__(self, node, path, topics=None):
+    def __init__(self, node, path, topics=None, start=True):
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rosbags.rosbag2 import StoragePlugin, Writer
         self.path = Path(path)
@@ -84,16 +86,28 @@ class BagRecorder:
             node.create_subscription(message_class(msgtype), topic, self._writer_for(topic), qos,
                                      raw=True)
         self.closed = False
+        self.recording = start
+        self.latched = {}
 
     def _writer_for(self, topic):
         connection = self.connections[topic]
 
         def write(data):
             with self.lock:
-                if not self.closed:
+                if self.recording and not self.closed:
                     self.writer.write(connection, time.time_ns(), data)
                     self.counts[topic] += 1
+                elif topic in LATCHED:
+                    self.latched[topic] = data
         return write
+
+    def start(self):
+        """Start writing (after `start=False`), first the latched messages kept so far."""
+        with self.lock:
+            for topic, data in self.latched.items():
+                self.writer.write(self.connections[topic], time.time_ns(), data)
+                self.counts[topic] += 1
+            self.recording = True
 
     def close(self):
         """Finish the bag (writes the MCAP summary and metadata.yaml)."""
