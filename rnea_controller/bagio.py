@@ -442,14 +442,12 @@ class BagReader:
                     for topic, (kind, arg) in specs.items()}
         raws = {topic: [] for topic in specs}
         recv = {topic: [] for topic in specs}
-        fill = 0
         for conn, t, raw in self._messages(set(specs)):
-            raws[conn.topic].append(raw)
+            buffer = raws[conn.topic]
+            buffer.append(raw)
             recv[conn.topic].append(t)
-            fill = max(fill, len(raws[conn.topic]))
-            if fill >= chunk_size:
+            if len(buffer) >= chunk_size:
                 yield from self._flush(decoders, raws, recv, progress)
-                fill = 0
         yield from self._flush(decoders, raws, recv, progress)
 
     def _decoder(self, kind, arg, msgtype):

@@ -206,6 +206,14 @@ class TimingStats:
                 for d, s in self._candidates if d >= self.gap_factor * T]
 
 
+def _sorted(t, x):
+    """(t, x) ordered by t (stable), untouched when already in order."""
+    if np.all(t[1:] >= t[:-1]):
+        return t, x
+    order = np.argsort(t, kind='stable')
+    return t[order], x[order]
+
+
 class TrackingStats:
     """Tracking error e = q_d - q per joint, q interpolated at the reference stamps.
 
@@ -233,11 +241,11 @@ class TrackingStats:
     def update(self, ref_stamps=None, q_d=None, js_stamps=None, q=None):
         """Feed any new reference samples (q_d (N, m)) and joint states (q (K, m)) [rad]."""
         if js_stamps is not None and len(js_stamps):
-            self._js_t = np.concatenate([self._js_t, js_stamps])
-            self._js_q = np.vstack([self._js_q, q])
+            self._js_t, self._js_q = _sorted(np.concatenate([self._js_t, js_stamps]),
+                                             np.vstack([self._js_q, q]))
         if ref_stamps is not None and len(ref_stamps):
-            self._ref_t = np.concatenate([self._ref_t, ref_stamps])
-            self._ref_q = np.vstack([self._ref_q, q_d])
+            self._ref_t, self._ref_q = _sorted(np.concatenate([self._ref_t, ref_stamps]),
+                                               np.vstack([self._ref_q, q_d]))
         if len(self._js_t) < 2 or not len(self._ref_t):
             return
         ready = self._ref_t <= self._js_t[-1]

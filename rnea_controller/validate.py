@@ -81,16 +81,17 @@ class ValidationResult:
 # ---------------------------------------------------------------------------- setup
 
 
-def load_model(bag, topics, urdf_path):
+def load_model(bag, topics, urdf_path, locked_joints=None):
     """The model from `urdf_path`, else from the bag's robot_description message."""
     if urdf_path is not None:
-        return RobotModel.from_urdf_file(urdf_path), str(urdf_path)
+        return RobotModel.from_urdf_file(urdf_path, locked_joints=locked_joints), str(urdf_path)
     topic = topics['robot_description']
     if topic not in bag.topics:
         raise BagError(f'bag {str(bag.path)!r} has no {topic!r} topic to take the model '
                        'from; pass the URDF with --urdf')
     bag.require(topic, bagio.STRING)
-    return RobotModel.from_urdf_string(bag.first(topic).data), topic
+    model = RobotModel.from_urdf_string(bag.first(topic).data, locked_joints=locked_joints)
+    return model, topic
 
 
 def check_joints(bag, topics, model):
@@ -178,7 +179,8 @@ class _Diagnostics:
 
 
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
-                 progress=True, payload_link=None, plots=True, chunk_size=20000):
+                 progress=True, payload_link=None, plots=True, chunk_size=20000,
+                 locked_joints=None):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -189,6 +191,9 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         thresholds: {name in THRESHOLDS: bound}; non-finite or over-limit commands always fail
         progress: show a progress bar on long bags (stderr)
         payload_link: link of the payload estimate; default the last joint's link
+        plots: write the PNG plots
+        chunk_size: messages per topic decoded at once (memory ∝ chunk_size, not bag length)
+        locked_joints: joints of the URDF to treat as fixed (e.g. a gripper's fingers)
     Raises:
         RneaControllerError (BagError, UrdfError, ...) on bad input.
     """
@@ -198,7 +203,7 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         raise BagError(f'unknown thresholds {sorted(unknown)}; known: {sorted(THRESHOLDS)}')
     with bagio.BagReader(bag_path) as bag:
         bag.require_messages()
-        model, source = load_model(bag, topics, urdf_path)
+        model, source = load_model(bag, topics, urdf_path, locked_joints)
         names, t0 = check_joints(bag, topics, model)
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
@@ -376,14 +381,28 @@ def _payload_line(residual):
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
 
 
+def _diagnostics_lines(diagnostics, keys=('overruns', 'rejected messages',
+                                           'tick compute p99 [us]')):
+    """One line per diagnostic status: counts by level and a few of its last values."""
+    lines = []
+    for name, levels in diagnostics['levels'].items():
+        last = diagnostics['last'][name]
+        values = ', '.join(f'{k} {last[k]}' for k in keys if k in last)
+        counts = ', '.join(f'{k} {v}' for k, v in levels.items() if v)
+        lines.append(f"diagnostics '{name}': {counts}" + (f'; last: {values}' if values else ''))
+    return lines
+
+
 def _summary_lines(report, failures):
     sat = report['saturation']
     bad = sum(s['non_finite'] for s in sat['joints'].values())
     over = sum(s['over_limit'] for s in sat['joints'].values())
     lines = _timing_lines('loop (reference stamps)', report['loop'], 'gap')
     lines += _timing_lines('joint states', report['joint_states'], 'stale period')
+    malformed = ', '.join(f'{k} {v}' for k, v in report['malformed'].items() if v) or 'none'
     lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
-                 f"malformed messages {report['malformed']}")
+                 f'malformed messages: {malformed}')
+    lines += _diagnostics_lines(report['diagnostics'])
     lines.append(_payload_line(report['residual']))
     lines.append('result: PASS' if not failures else 'result: FAIL')
     lines += [f'  FAIL {f}' for f in failures]
@@ -431,6 +450,8 @@ def build_parser():
                             default=topic, help=f'default {topic}')
     parser.add_argument('--payload-link', help='link of the payload estimate '
                         '(default: the link of the last joint)')
+    parser.add_argument('--locked-joints', nargs='+', metavar='JOINT',
+                        help='URDF joints to treat as fixed at 0 (e.g. gripper fingers)')
     for name, (what, unit, _) in THRESHOLDS.items():
         side = 'below' if name.startswith('min_') else 'above'
         parser.add_argument(f"--{name.replace('_', '-')}", type=float, dest=name,
@@ -453,7 +474,8 @@ def main(argv=None):
     try:
         result = validate_bag(bag, output, urdf_path=args.urdf, topics=topics,
                               thresholds=thresholds, progress=not args.no_progress,
-                              payload_link=args.payload_link, plots=not args.no_plots)
+                              payload_link=args.payload_link, plots=not args.no_plots,
+                              locked_joints=args.locked_joints)
     except RneaControllerError as error:
         if args.debug:
             raise
