@@ -119,7 +119,7 @@ class Monitor:
                                           self._on_reference, 10)]
         self.bag_path = bag_path
         self.ros2_bag = record_command(bag_path, list(DEFAULT_TOPICS))
-        self.recorder = None if self.ros2_bag else BagRecorder(self.node, bag_path, start=False)
+        self.recorder = None if self.ros2_bag else BagRecorder(bag_path, start=False)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)

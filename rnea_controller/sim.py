@@ -174,7 +174,6 @@ class SimNode(Node):
         self.hold = CommandHold(self.plant.n, self.config.command_delay,
                                 self.config.command_timeout)
         self.rng = np.random.default_rng(self.config.noise_seed)
-        self.lock = threading.Lock()
         self.counts = dict.fromkeys(('received', 'refused', 'late steps', 'skipped steps',
                                      'timeouts'), 0)
         self.status = 'waiting'
@@ -194,13 +193,23 @@ class SimNode(Node):
         self.description_pub = self.create_publisher(String, '/robot_description', latched)
         self.description_pub.publish(String(data=self.config.urdf))
         self.state_pub = self.create_publisher(JointState, '/joint_states', 10)
-        self.create_subscription(Float64MultiArray, self.config.command_topic, self.on_command,
-                                 10)
+        # Commands are taken by the physics thread itself, from a subscription of a second node
+        # that no executor spins: no executor wake-up per 1 kHz command (a quarter of a core).
+        self.command_node = rclpy.create_node('rnea_sim_commands', context=self.context)
+        self.command_sub = self.command_node.create_subscription(
+            Float64MultiArray, self.config.command_topic, self.on_command, 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_timer(1.0, self.publish_diagnostics)
 
-    def on_command(self, msg):
-        """Store a valid command (plant order); refuse and count a malformed one."""
+    def _take_commands(self):
+        """Take every command that arrived since the last step (physics thread)."""
+        while (taken := self.command_sub.handle.take_message(Float64MultiArray, False)):
+            msg, info = taken
+            self.on_command(msg, (info.get('received_timestamp') or time.time_ns()) * 1e-9)
+
+    def on_command(self, msg, received):
+        """Store a valid command (plant order) received at time `received` [s]; refuse and
+        count a malformed one."""
         tau = np.asarray(msg.data, dtype=float)
         if tau.shape != (len(self.order),) or not np.all(np.isfinite(tau)):
             self.counts['refused'] += 1
@@ -211,8 +220,7 @@ class SimNode(Node):
             return
         ordered = np.zeros(self.plant.n)
         ordered[self.order] = tau
-        with self.lock:
-            self.hold.push(time.time(), ordered)
+        self.hold.push(received, ordered)
         self.counts['received'] += 1
 
     def _command_joints(self):
@@ -228,6 +236,7 @@ class SimNode(Node):
                 self._skip(due - k - 1, dt)
                 k = due - 1
             self.counts['late steps'] += max(0, due - k - 1)
+            self._take_commands()
             while k < due:
                 k += 1
                 self._step(t0 + k * dt)
@@ -242,9 +251,8 @@ class SimNode(Node):
 
     def _step(self, t):
         """One physics step at wall time t [s] with the command due then."""
-        with self.lock:
-            status = self.hold.status(t)
-            tau = self.hold.current(t)
+        status = self.hold.status(t)
+        tau = self.hold.current(t)
         self._log_status(status)
         if status == 'waiting' and self.config.hold_until_first_command:
             self.plant.applied = np.zeros(self.plant.n)
@@ -291,6 +299,7 @@ class SimNode(Node):
     def stop(self):
         self.running = False
         self.thread.join(timeout=1.0)
+        self.command_node.destroy_node()
 
 
 def main(args=None):

@@ -135,13 +135,14 @@ def test_bad_commands_are_refused_and_counted(sim):
     probe.send([1.0, 2.0, 3.0])
     probe.send([0.0, 0.0, float('nan'), 0.0, 0.0, 0.0])
     probe.send([0.0, 0.0, float('inf'), 0.0, 0.0, 0.0])
+    wait_for(lambda: False, 0.1)  # well within the command timeout: g is still applied
+    np.testing.assert_allclose(probe.latest().effort, g, atol=1e-12)
 
     def refused():
         values = [{kv.key: kv.value for kv in status.values} for msg in probe.diagnostics
                   for status in msg.status if status.name == 'rnea_sim: plant']
         return values and int(values[-1]['refused']) == 3
     assert wait_for(refused, 3.0)
-    np.testing.assert_allclose(probe.latest().effort, g, atol=1e-12)
     assert 'refused command' in processes.output(proc)
 
 
