@@ -365,12 +365,13 @@ def _timing_lines(label, timing, what, max_listed=20):
              f"jitter p50 {_fmt(j.get('p50'), 1, 1)} p99 {_fmt(j.get('p99'), 1, 1)} "
              f"max {_fmt(j.get('max'), 1, 1)} us, {timing['gap_count']} {what}s, "
              f"{timing['missed_ticks']} missed ticks"]
-    for gap in timing['gaps'][:max_listed]:
+    longest = sorted(timing['gaps'], key=lambda g: -g['duration_ms'])[:max_listed]
+    for gap in sorted(longest, key=lambda g: g['start_ms']):
         lines.append(f"  {what} at {gap['start_ms']:.1f} ms lasting {gap['duration_ms']:.1f} ms "
                      f"({gap['missed_ticks']} missed ticks)")
-    if timing['gap_count'] > min(max_listed, len(timing['gaps'])):
-        lines.append(f"  ... {timing['gap_count'] - min(max_listed, len(timing['gaps']))} more "
-                     '(report.json lists up to 1000)')
+    if timing['gap_count'] > len(longest):
+        lines.append(f"  ... and {timing['gap_count'] - len(longest)} shorter ones "
+                     f"(report.json lists the first {len(timing['gaps'])})")
     return lines
 
 
