@@ -387,6 +387,11 @@ class BagReader:
         return out
 
     @property
+    def start_ns(self):
+        """Bag time of the first message [ns]."""
+        return self._reader.start_time
+
+    @property
     def message_count(self):
         return sum(count for _, count in self.topics.values())
 

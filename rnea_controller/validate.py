@@ -37,7 +37,7 @@ THRESHOLDS = {
                       lambda r: _worst(r['tracking']['joints'], 'rms')),
     'max_error': ('tracking error max, worst joint', 'rad',
                   lambda r: _worst(r['tracking']['joints'], 'max')),
-    'max_saturation': ('share of commands at the effort limit, worst joint', '',
+    'max_saturation': ('share (0..1) of commands at the effort limit, worst joint', '',
                        lambda r: _worst(r['saturation']['joints'], 'share')),
     'max_jitter': ('loop period jitter p99', 'us',
                    lambda r: r['loop']['jitter_us'].get('p99', math.nan)),
@@ -46,9 +46,13 @@ THRESHOLDS = {
     'min_rate': ('loop rate', 'Hz', lambda r: r['loop']['rate_hz']),
     'max_residual_rms': ('model residual RMS, worst joint', 'N·m',
                          lambda r: _worst(r['residual']['joints'], 'rms')),
-    'max_payload': ('|estimated payload|', 'kg', lambda r: abs(r['residual']['payload_kg'] or 0)),
+    'max_payload': ('|estimated payload|', 'kg', lambda r: _abs(r['residual']['payload_kg'])),
 }
 PROGRESS_MIN_MESSAGES = 50_000
+
+
+def _abs(value):
+    return math.nan if value is None else abs(value)
 
 
 def _worst(joints, key):
@@ -116,7 +120,7 @@ def check_joints(bag, topics, model):
         raise BagError(f'{topics["commands"]} carries {width} values but '
                        f'{topics["reference"]} names {len(names)} joints {list(names)}')
     stamp = ref.header.stamp.sec * 1_000_000_000 + ref.header.stamp.nanosec
-    return names, stamp
+    return names, stamp or bag.start_ns
 
 
 class _Analysis:

@@ -86,7 +86,7 @@ def test_saturated_stretch_and_unsafe_commands(result, model, run):
     assert any('1 non-finite commands' in f for f in result.failures)
     assert any('beyond the effort limit' in f for f in result.failures)
     assert len(result.failures) == 3 and not result.passed
-    assert any('share of commands at the effort limit' in f for f in result.failures)
+    assert any('of commands at the effort limit, worst joint' in f for f in result.failures)
 
 
 def test_payload_estimate_within_5_percent(result):
@@ -168,3 +168,13 @@ def test_cli_bad_input_gives_one_clear_message(tmp_path, model):
         assert out.stderr.startswith('rnea-validate: error: '), (case, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1, (case, out.stderr)
         assert expected in out.stderr, (case, out.stderr)
+
+
+def test_without_measured_effort_the_model_checks_cannot_pass(tmp_path, model):
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits, duration=0.5)
+    bag = write_run(tmp_path / 'no_effort', run, default_urdf_path().read_text(), effort=False)
+    result = validate_bag(bag, tmp_path / 'out', progress=False, plots=False, thresholds={
+        'max_payload': 1.0, 'min_rate': 990.0, 'max_missed_ticks': 0})
+    assert result.report['residual']['payload_kg'] is None
+    assert 'estimated payload: - (no measured effort in the joint states)' in result.table()
+    assert result.failures == ['|estimated payload|: nan kg (limit 1 kg)']
