@@ -108,8 +108,9 @@ class Monitor:
     def __init__(self, bag_path):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
         from sensor_msgs.msg import JointState
-        rclpy.init()
+        rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C ends the demo
         self.node = rclpy.create_node('rnea_demo')
         self.state = None
         self.reference_seen = False
@@ -260,9 +261,14 @@ def validate(bag_path, output, args):
     return result
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     """Console script `rnea-demo`; exit 0 when the demo ran, 1 otherwise."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the children as on Ctrl-C
     started = time.monotonic()
     try:
         result, output = run(args)
