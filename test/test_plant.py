@@ -11,7 +11,7 @@ import pytest
 
 from rnea_controller import default_urdf_path
 from rnea_controller.errors import DimensionError, ParameterError
-from rnea_controller.plant import CommandHold, Plant, PlantOptions
+from rnea_controller.plant import CommandHold, measure, Plant, PlantOptions
 
 URDF_TEXT = default_urdf_path().read_text()
 HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])
@@ -114,3 +114,13 @@ def test_command_hold_delay_and_timeout():
     np.testing.assert_array_equal(hold.current(1.2), [0.0, 0.0])
     hold.push(1.3, [3.0, 4.0])
     np.testing.assert_array_equal(hold.current(1.31), [3.0, 4.0])
+
+
+def test_sensor_noise_has_the_requested_spread():
+    rng = np.random.default_rng(7)
+    q, qd = np.zeros((20000, 6)), np.ones((20000, 6))
+    measured_q, measured_qd = measure(q, qd, rng, position_std=1e-3, velocity_std=2e-2)
+    assert np.std(measured_q) == pytest.approx(1e-3, rel=0.02)
+    assert np.std(measured_qd) == pytest.approx(2e-2, rel=0.02)
+    assert np.mean(measured_qd) == pytest.approx(1.0, abs=1e-3)
+    np.testing.assert_array_equal(measure(q, qd, rng)[0], q)  # no noise by default

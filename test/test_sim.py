@@ -11,14 +11,16 @@ import pinocchio as pin
 import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from rnea_controller import default_urdf_path
-from rnea_controller.sim import HOME
+from rnea_controller.errors import ParameterError
+from rnea_controller.plant import Plant
+from rnea_controller.sim import command_order, HOME, initial_positions, PARAMETERS, sim_config
 
-pytestmark = pytest.mark.integration
 TIMEOUT = 0.4  # [s] the simulator's command_timeout in these tests
 
 
@@ -93,6 +95,7 @@ def gravity(q):
     return pin.computeGeneralizedGravity(model, model.createData(), np.asarray(q))
 
 
+@pytest.mark.integration
 def test_publishes_stamped_joint_states_at_1khz_and_the_latched_description(sim):
     probe, _, _ = sim
     probe.clear()
@@ -112,6 +115,7 @@ def test_publishes_stamped_joint_states_at_1khz_and_the_latched_description(sim)
     assert probe.descriptions[0].data == default_urdf_path().read_text()
 
 
+@pytest.mark.integration
 def test_holds_the_last_command_and_pinocchio_gravity_holds_the_arm(sim):
     probe, _, _ = sim
     g = gravity(HOME)
@@ -128,6 +132,7 @@ def test_holds_the_last_command_and_pinocchio_gravity_holds_the_arm(sim):
         np.testing.assert_allclose(msg.velocity, 0.0, atol=1e-8)
 
 
+@pytest.mark.integration
 def test_bad_commands_are_refused_and_counted(sim):
     probe, processes, proc = sim
     g = gravity(HOME)
@@ -146,6 +151,7 @@ def test_bad_commands_are_refused_and_counted(sim):
     assert 'refused command' in processes.output(proc)
 
 
+@pytest.mark.integration
 def test_command_timeout_applies_zero_effort_and_says_so(sim):
     probe, processes, proc = sim
     probe.send(gravity(HOME))
@@ -154,3 +160,35 @@ def test_command_timeout_applies_zero_effort_and_says_so(sim):
     assert 'applying zero effort' in processes.output(proc)
     # without effort the arm falls under gravity
     assert wait_for(lambda: abs(probe.latest().position[1] - HOME[1]) > 1e-2, 2.0)
+
+
+def parameters(**changes):
+    """The simulator's parameter values as declared, with changes ('payload_mass' for '.')."""
+    values = {name: (None if isinstance(default, type(Parameter.Type.STRING_ARRAY)) else default)
+              for name, (default, _) in PARAMETERS.items()}
+    values.update({name.replace('_', '.', 1) if name.startswith('payload_') else name: value
+                   for name, value in changes.items()})
+    return values
+
+
+@pytest.mark.parametrize('changes, message', [
+    ({'timestep': 0.5}, "'timestep' must be in"),
+    ({'damping': [-1.0]}, 'damping must be finite and >= 0'),
+    ({'payload_mass': float('nan')}, "'payload.mass' must be finite"),
+    ({'urdf_file': '/nonexistent.urdf'}, "'urdf_file': cannot read /nonexistent.urdf"),
+])
+def test_parameters_are_validated_with_the_reason(changes, message):
+    with pytest.raises(ParameterError, match=message):
+        config = sim_config(parameters(**changes))
+        Plant(config.urdf, config.plant)
+
+
+def test_command_order_and_initial_positions_are_checked():
+    plant = Plant(default_urdf_path().read_text())
+    order = command_order(plant.joint_names, ('elbow_joint', 'shoulder_pan_joint'))
+    assert list(order) == [2, 0]
+    with pytest.raises(ParameterError, match=r"unknown \['knee'\]"):
+        command_order(plant.joint_names, ('knee',))
+    with pytest.raises(ParameterError, match='needs 6 finite values'):
+        initial_positions(plant, (0.0, 1.0))
+    np.testing.assert_array_equal(initial_positions(plant, None), HOME)
