@@ -446,13 +446,16 @@ def format_markdown(report, failures):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog='rnea-validate', description='Validate a recorded run of rnea_controller from its '
-        'rosbag2 bag (sqlite3 or MCAP): tracking error, saturation, loop timing, model residual.')
+        'rosbag2 bag (sqlite3 or MCAP): tracking error, saturation, loop timing, model residual.',
+        epilog='exit status: 0 every check passed, 1 a check failed (thresholds; non-finite or '
+        'over-limit commands always fail), 2 bad input (missing topic, empty or corrupt bag, '
+        'unknown joints, URDF not matching the bag)')
     parser.add_argument('bag', help='rosbag2 directory, .mcap or .db3 file')
     parser.add_argument('-o', '--output', help='output directory (default: <bag>_validation)')
     parser.add_argument('--urdf', help="robot URDF (default: the bag's robot_description)")
     for key, topic in DEFAULT_TOPICS.items():
         parser.add_argument(f"--{key.replace('_', '-')}-topic", dest=f'topic_{key}',
-                            default=topic, help=f'default {topic}')
+                            default=topic, metavar='TOPIC', help=f'default {topic}')
     parser.add_argument('--payload-link', help='link of the payload estimate '
                         '(default: the link of the last joint)')
     parser.add_argument('--locked-joints', nargs='+', metavar='JOINT',
