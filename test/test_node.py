@@ -1,0 +1,384 @@
+"""The real controller node as a subprocess, driven over DDS from rclpy; Pinocchio as the oracle.
+
+One node serves the whole module (tests run in file order: activation hold first, Ctrl-C last).
+A background thread publishes the "measured" joint state at 200 Hz unless paused.
+"""
+import re
+import signal
+import threading
+import time
+
+from conftest import console_script, Processes, wait_for
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import WrenchStamped
+from hypothesis import given, HealthCheck, settings
+from hypothesis import strategies as st
+import numpy as np
+import pinocchio as pin
+import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from rnea_controller import default_urdf_path, RobotModel
+
+pytestmark = pytest.mark.integration
+
+MODEL = RobotModel.from_urdf_file(default_urdf_path())
+JOINTS = list(MODEL.joint_names)
+LIMITS = MODEL.effort_limits
+PIN = pin.buildModelFromUrdf(str(default_urdf_path()))
+PIN_DATA = PIN.createData()
+assert [PIN.names[i] for i in range(1, PIN.njoints)] == JOINTS  # same order: no permutation
+PARAMS = """/**:
+  ros__parameters:
+    state_timeout: 0.1
+    stale_hold_time: 0.4
+    external_wrench_timeout: 0.0
+"""
+Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
+
+
+def pin_rnea(q, qd, qdd, fext=None):
+    args = [q, qd, qdd] + ([fext] if fext is not None else [])
+    return pin.rnea(PIN, PIN_DATA, *args).copy()
+
+
+def clip(tau):
+    return np.clip(tau, -LIMITS, LIMITS)
+
+
+class Client:
+    """The test's rclpy node: publishes states and trajectories, records what the node sends."""
+
+    def __init__(self):
+        self.node = rclpy.create_node('test_rnea_controller_client')
+        self.commands, self.references, self.diagnostics = [], [], []
+        self.node.create_subscription(Float64MultiArray, '/effort_controller/commands',
+                                      lambda m: self.commands.append(np.array(m.data)), 1000)
+        self.node.create_subscription(JointState, '/rnea_controller/reference',
+                                      self.references.append, 1000)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics',
+                                      self._on_diagnostics, 10)
+        self.state_pub = self.node.create_publisher(JointState, '/joint_states', 10)
+        self.trajectory_pub = self.node.create_publisher(
+            JointTrajectory, '/rnea_controller/joint_trajectory', 10)
+        self.wrench_pub = self.node.create_publisher(
+            WrenchStamped, '/rnea_controller/external_wrench', 10)
+        self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
+        self.lock = threading.Lock()
+        self.state = None
+        self.running = True
+        self.thread = threading.Thread(target=self._publish_states, daemon=True)
+        self.thread.start()
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
+        self.spinner.start()
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.executor.shutdown(5.0)
+        self.spinner.join(5.0)
+        self.node.destroy_node()
+        rclpy.shutdown()
+
+    def _on_diagnostics(self, msg):
+        self.diagnostics += [s for s in msg.status if s.name == 'rnea_controller: control loop']
+
+    def _publish_states(self):
+        while self.running:
+            with self.lock:
+                state = self.state
+            if state is not None:
+                self.state_pub.publish(state)
+            time.sleep(0.005)
+
+    def set_state(self, q, qd=None, names=JOINTS, extra=()):
+        """Publish this measured state continuously from now on (None: pause)."""
+        qd = np.zeros(len(q)) if qd is None else qd
+        msg = JointState(name=list(names) + [e[0] for e in extra],
+                         position=[float(x) for x in q] + [e[1] for e in extra],
+                         velocity=[float(x) for x in qd] + [0.0 for _ in extra])
+        with self.lock:
+            self.state = msg
+
+    def wait_for_subscribers(self):
+        for pub in (self.trajectory_pub, self.wrench_pub, self.state_pub):
+            assert wait_for(lambda p=pub: p.get_subscription_count() > 0, 10.0)
+
+    def pause(self):
+        with self.lock:
+            self.state = None
+
+    def settle(self, seconds=0.15):
+        """Wait `seconds`, then forget what arrived: later messages reflect the new input."""
+        time.sleep(seconds)
+        self.commands.clear()
+        self.references.clear()
+
+    def steady_command(self, count=20, timeout=3.0):
+        """The last command once `count` more arrived (the input was held constant)."""
+        self.settle()
+        assert wait_for(lambda: len(self.commands) >= count and self.references, timeout)
+        return self.commands[-1], self.references[-1]
+
+    def set_parameters(self, **values):
+        params = [Parameter(name.replace('__', '.'), value=v) for name, v in values.items()]
+        future = self.parameters.set_parameters(params)
+        assert wait_for(future.done, 5.0)
+        return future.result().results
+
+    def diagnostic(self, key, timeout=3.0):
+        self.diagnostics.clear()
+        assert wait_for(lambda: self.diagnostics, timeout)
+        return {kv.key: kv.value for kv in self.diagnostics[-1].values}[key]
+
+
+@pytest.fixture(scope='module')
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('node')
+    (tmp / 'params.yaml').write_text(PARAMS)
+    procs = Processes(tmp)
+    proc = procs.start([console_script('controller'), '--urdf', str(default_urdf_path()),
+                        '--ros-args', '--params-file', str(tmp / 'params.yaml')])
+    rclpy.init()
+    client = Client()
+    yield client, procs, proc
+    client.close()
+    procs.close()
+
+
+@pytest.fixture
+def client(setup):
+    client, procs, proc = setup
+    assert proc.poll() is None, procs.output(proc)
+    return client
+
+
+def test_holds_the_measured_position_on_activation(setup):
+    client, procs, proc = setup
+    assert wait_for(lambda: client.node.count_publishers('/effort_controller/commands') > 0,
+                    15.0), procs.output(proc)
+    assert wait_for(lambda: 'active' in procs.output(proc), 10.0)
+    client.wait_for_subscribers()
+    client.settle(0.3)
+    assert client.commands == []  # no state yet: nothing commanded
+    client.set_state(Q0)
+    tau, ref = client.steady_command()
+    np.testing.assert_allclose(ref.position, Q0, atol=1e-12)
+    np.testing.assert_allclose(ref.velocity, 0.0)
+    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, Q0)),
+                               atol=1e-6)
+
+
+def test_command_equals_the_computed_torque_law_of_pinocchio(client):
+    q = Q0 + np.array([0.02, -0.01, 0.015, 0.01, -0.02, 0.01])
+    qd = np.array([0.1, -0.2, 0.05, 0.3, -0.1, 0.2])
+    client.set_state(q, qd)
+    tau, ref = client.steady_command()
+    qdd = 400.0 * (np.array(ref.position) - q) + 40.0 * (0.0 - qd)
+    expected = pin_rnea(q, qd, qdd)
+    assert np.all(np.abs(expected) < LIMITS)  # not saturated: the law itself is compared
+    np.testing.assert_allclose(tau, expected, atol=1e-6)
+    np.testing.assert_allclose(ref.effort, pin_rnea(np.array(ref.position), 0 * q, 0 * q),
+                               atol=1e-6)
+
+
+def test_joint_order_and_extra_joints_do_not_matter(client):
+    q = Q0 + 0.01
+    client.set_state(q)
+    tau, _ = client.steady_command()
+    order = [3, 0, 5, 1, 4, 2]
+    client.set_state(q[order], names=[JOINTS[i] for i in order],
+                     extra=[('gripper_joint', 0.7), ('conveyor', -3.0)])
+    permuted, _ = client.steady_command()
+    np.testing.assert_allclose(permuted, tau, atol=1e-12)
+
+
+def test_parameter_changes_are_validated_and_applied_between_ticks(client):
+    q = Q0 + np.array([0.02, -0.01, 0.015, 0.01, -0.02, 0.01])
+    qd = np.array([0.1, -0.2, 0.05, 0.3, -0.1, 0.2])
+    client.set_state(q, qd)
+    results = client.set_parameters(gains__elbow_joint__p=100.0, gains__elbow_joint__d=5.0,
+                                    control_law='feedforward_pd')
+    assert all(r.successful for r in results), results
+    tau, ref = client.steady_command()
+    q_d = np.array(ref.position)
+    M = pin.crba(PIN, PIN_DATA, np.zeros(6))
+    inertia = np.maximum(np.diag(M), 1e-3)  # the documented floor of the default gains
+    kp, kd = 400.0 * inertia, 40.0 * inertia
+    kp[2], kd[2] = 100.0, 5.0
+    expected = pin_rnea(q_d, 0 * q, 0 * q) + kp * (q_d - q) + kd * (0 - qd)
+    np.testing.assert_allclose(tau, clip(expected), atol=1e-6)
+
+    refusals = {
+        'effort_limits.elbow_joint': (1000.0, 'above the URDF limit 150 N·m'),
+        'control_law': ('pid', "control_law = 'pid': must be one of"),
+        'payload.link': ('moon', "payload.link = 'moon': unknown link"),
+        'gravity': ([0.0, 0.0], 'gravity = .* must be 3 finite numbers'),
+        'joints': (['elbow_joint'], 'can only change while unconfigured'),
+        'update_rate': (500, 'update_rate can only change while inactive'),
+        'gains.elbow_joint.p': (-1.0, 'out of range'),
+    }
+    for name, (value, reason) in refusals.items():
+        (result,) = client.set_parameters(**{name.replace('.', '__'): value})
+        assert not result.successful and re.search(reason, result.reason), (name, result)
+    unchanged, _ = client.steady_command()
+    np.testing.assert_allclose(unchanged, tau, atol=1e-9)  # refused changes changed nothing
+    results = client.set_parameters(control_law='computed_torque', gains__elbow_joint__p=400.0,
+                                    gains__elbow_joint__d=40.0)
+    assert all(r.successful for r in results)
+
+
+def test_external_wrench_enters_rnea_on_its_link(client):
+    q = Q0
+    client.set_state(q)
+    _, ref = client.steady_command()
+    msg = WrenchStamped()
+    msg.header.frame_id = 'wrist_3_link'
+    f = np.array([5.0, -3.0, 10.0, 0.5, -0.2, 0.1])
+    (msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z, msg.wrench.torque.x,
+     msg.wrench.torque.y, msg.wrench.torque.z) = f
+    client.wrench_pub.publish(msg)
+    tau, ref = client.steady_command()
+    fext = [pin.Force.Zero() for _ in range(PIN.njoints)]
+    frame = PIN.frames[PIN.getFrameId('wrist_3_link')]
+    fext[frame.parentJoint] = frame.placement.act(pin.Force(f))
+    qdd = 400.0 * (np.array(ref.position) - q)
+    np.testing.assert_allclose(tau, clip(pin_rnea(q, 0 * q, qdd, fext)), atol=1e-6)
+    (result,) = client.set_parameters(external_wrench_timeout=0.05)  # the wrench expires
+    assert result.successful
+
+
+def point(t, positions, velocities=()):
+    return JointTrajectoryPoint(positions=list(positions), velocities=list(velocities),
+                                time_from_start=rclpy.duration.Duration(seconds=t).to_msg())
+
+
+def test_trajectory_is_tracked_from_the_current_reference_and_then_held(client):
+    client.set_state(Q0)
+    _, before = client.steady_command()
+    target = np.array(before.position) + np.array([0.2, -0.1, 0.1, 0.0, 0.3, -0.2])
+    names = [JOINTS[i] for i in (5, 4, 3, 2, 1, 0)]  # any order: re-sorted by name
+    msg = JointTrajectory(joint_names=names, points=[point(0.3, target[::-1], [0.0] * 6)])
+    client.references.clear()
+    client.trajectory_pub.publish(msg)
+    assert wait_for(lambda: client.references and np.allclose(
+        client.references[-1].position, target, atol=1e-12), 3.0)
+    positions = np.array([r.position for r in client.references])
+    steps = np.abs(np.diff(np.vstack([before.position, positions]), axis=0))
+    assert steps.max() < 0.01  # no jump: cubic from the current desired state
+    assert max(abs(np.array(r.velocity)).max() for r in client.references) > 0.5
+    _, held = client.steady_command()
+    np.testing.assert_allclose(held.position, target, atol=1e-12)
+    np.testing.assert_allclose(held.velocity, 0.0)
+
+
+BAD_TRAJECTORIES = {
+    'no joint names': JointTrajectory(points=[point(1.0, [])]),
+    'no points': JointTrajectory(joint_names=JOINTS),
+    "joint 'nope' is not a controlled joint": JointTrajectory(
+        joint_names=JOINTS[:5] + ['nope'], points=[point(1.0, Q0)]),
+    "joint 'elbow_joint' appears more than once": JointTrajectory(
+        joint_names=JOINTS[:5] + ['elbow_joint'], points=[point(1.0, Q0)]),
+    'point 0: positions has 5 values, expected 6': JointTrajectory(
+        joint_names=JOINTS, points=[point(1.0, Q0[:5])]),
+    'point 1: time_from_start 0.5 s is not after point 0': JointTrajectory(
+        joint_names=JOINTS, points=[point(1.0, Q0), point(0.5, Q0)]),
+    "point 0: positions of joint 'elbow_joint' is nan": JointTrajectory(
+        joint_names=JOINTS, points=[point(1.0, [0.1, 0.2, float('nan'), 0.0, 0.0, 0.0])]),
+    "position 4.0 of joint 'elbow_joint' is outside its limits": JointTrajectory(
+        joint_names=JOINTS, points=[point(1.0, [0.1, 0.2, 4.0, 0.0, 0.0, 0.0])]),
+    'lacks joints': JointTrajectory(joint_names=JOINTS[:3], points=[point(1.0, Q0[:3])]),
+}
+
+
+def test_each_refusal_rule_is_logged_and_counted(setup):
+    client, procs, proc = setup
+    before = int(client.diagnostic('rejected joint_trajectory'))
+    for msg in BAD_TRAJECTORIES.values():
+        client.trajectory_pub.publish(msg)
+    past = JointTrajectory(joint_names=JOINTS, points=[point(1.0, Q0)])
+    past.header.stamp = rclpy.time.Time(seconds=time.time() - 10.0).to_msg()
+    client.trajectory_pub.publish(past)
+    reasons = list(BAD_TRAJECTORIES) + ['in the past']
+    logged = wait_for(lambda: all(r in procs.output(proc) for r in reasons), 3.0)
+    assert logged, [r for r in reasons if r not in procs.output(proc)]
+    assert int(client.diagnostic('rejected joint_trajectory')) == before + len(reasons)
+
+
+names_strategy = st.lists(st.sampled_from(JOINTS + ['x', '', 'elbow_joint']), max_size=8)
+values = st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(names=names_strategy, positions=values, velocities=values, link=st.sampled_from(
+    ['tool0', 'moon', '']), wrench=st.lists(st.floats(-1e6, 1e6) | st.just(float('nan')),
+                                          min_size=6, max_size=6))
+def test_bad_messages_never_crash_it_nor_make_it_publish_anything_unsafe(
+        setup, names, positions, velocities, link, wrench):
+    client, procs, proc = setup
+    client.pause()
+    client.state_pub.publish(JointState(name=names, position=positions, velocity=velocities))
+    client.trajectory_pub.publish(JointTrajectory(joint_names=names, points=[
+        point(0.1, positions, velocities)]))
+    msg = WrenchStamped()
+    msg.header.frame_id = link
+    (msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z, msg.wrench.torque.x,
+     msg.wrench.torque.y, msg.wrench.torque.z) = wrench
+    client.wrench_pub.publish(msg)
+    time.sleep(0.003)
+    for tau in client.commands:
+        assert np.all(np.isfinite(tau)) and np.all(np.abs(tau) <= LIMITS), tau
+    client.commands.clear()
+    assert proc.poll() is None
+
+
+def test_extreme_but_finite_states_are_clamped_to_the_limits(setup):
+    client, procs, proc = setup
+    client.set_state(Q0 + 1e3, np.full(6, 1e6))
+    tau, _ = client.steady_command()
+    assert np.all(np.isfinite(tau)) and np.all(np.abs(tau) <= LIMITS)
+    assert np.any(np.abs(tau) == LIMITS)
+    assert proc.poll() is None
+
+
+def test_stale_state_holds_against_gravity_then_stops_then_resumes(setup):
+    client, procs, proc = setup
+    client.set_state(Q0)
+    client.steady_command()
+    client.pause()
+    client.settle(0.2)  # state_timeout 0.1 s: gravity hold at the last position
+    assert wait_for(lambda: len(client.commands) >= 20, 1.0)
+    np.testing.assert_allclose(client.commands[-1],
+                               clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, Q0)), atol=1e-6)
+    assert 'stale' in procs.output(proc)
+    client.settle(0.5)  # stale_hold_time 0.4 s: then nothing is commanded
+    time.sleep(0.3)
+    assert client.commands == []
+    q = Q0 - 0.05
+    client.set_state(q)  # fresh states: hold the measured position
+    tau, ref = client.steady_command()
+    np.testing.assert_allclose(ref.position, q, atol=1e-12)
+    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)),
+                               atol=1e-6)
+
+
+def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
+    client, procs, proc = setup
+    q = Q0 + 0.03
+    client.set_state(q)
+    client.steady_command()
+    client.pause()
+    procs.stop(proc, signal.SIGINT)
+    assert proc.returncode == 0, procs.output(proc)
+    assert 'final command (gravity_hold)' in procs.output(proc)
+    time.sleep(0.3)
+    np.testing.assert_allclose(client.commands[-1],
+                               clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)), atol=1e-6)
