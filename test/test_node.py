@@ -370,6 +370,41 @@ def test_stale_state_holds_against_gravity_then_stops_then_resumes(setup):
                                atol=1e-6)
 
 
+def change_state(client, transition_id):
+    from lifecycle_msgs.srv import ChangeState
+    service = client.node.create_client(ChangeState, '/rnea_controller/change_state')
+    assert service.wait_for_service(5.0)
+    request = ChangeState.Request()
+    request.transition.id = transition_id
+    future = service.call_async(request)
+    assert wait_for(future.done, 5.0)
+    client.node.destroy_client(service)
+    return future.result().success
+
+
+def test_deactivate_publishes_the_final_command_and_activate_holds_again(setup):
+    from lifecycle_msgs.msg import Transition
+    client, procs, proc = setup
+    q = Q0 + 0.02
+    client.set_state(q)
+    client.steady_command()
+    assert change_state(client, Transition.TRANSITION_DEACTIVATE)
+    time.sleep(0.2)
+    gravity = clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q))
+    np.testing.assert_allclose(client.commands[-1], gravity, atol=1e-6)
+    client.settle(0.1)
+    time.sleep(0.2)
+    assert client.commands == []  # inactive: nothing commanded
+    q = Q0 - 0.02
+    client.set_state(q)
+    time.sleep(0.1)  # the node has this state when it activates
+    assert change_state(client, Transition.TRANSITION_ACTIVATE)
+    tau, ref = client.steady_command()
+    np.testing.assert_allclose(ref.position, q, atol=1e-12)
+    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)),
+                               atol=1e-6)
+
+
 def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
     client, procs, proc = setup
     q = Q0 + 0.03
@@ -382,3 +417,28 @@ def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
     time.sleep(0.3)
     np.testing.assert_allclose(client.commands[-1],
                                clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)), atol=1e-6)
+
+
+def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(setup,
+                                                                               processes):
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+    client, _, _ = setup
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    description = client.node.create_publisher(String, '/robot_description', latched)
+    description.publish(String(data=default_urdf_path().read_text()))
+    q = Q0 + 0.04
+    client.set_state(q)
+    proc = processes.start([console_script('controller'), '--ros-args',
+                            '-p', 'joints:=[elbow_joint, shoulder_lift_joint]',
+                            '-p', 'final_command:=zero'])
+    assert wait_for(lambda: 'active' in processes.output(proc), 15.0), processes.output(proc)
+    tau, ref = client.steady_command()
+    assert list(ref.name) == ['elbow_joint', 'shoulder_lift_joint'] and len(tau) == 2
+    qdd = np.zeros(6)
+    qdd[[2, 1]] = 400.0 * (np.array(ref.position) - q[[2, 1]])
+    np.testing.assert_allclose(tau, clip(pin_rnea(q, 0 * q, qdd))[[2, 1]], atol=1e-6)
+    client.pause()
+    assert processes.stop(proc) == 0
+    time.sleep(0.3)
+    np.testing.assert_array_equal(client.commands[-1], [0.0, 0.0])
