@@ -27,6 +27,7 @@ import threading
 import time
 
 from rnea_controller.errors import RneaControllerError
+from rnea_controller.model import default_urdf_path, RobotModel
 from rnea_controller.record import BagRecorder, DEFAULT_TOPICS, record_command
 
 SETTLE_BEFORE = 0.5  # [s] recorded hold before the motion starts
@@ -110,14 +111,16 @@ class Monitor:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
         from sensor_msgs.msg import JointState
+        from trajectory_msgs.msg import JointTrajectory
         rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C ends the demo
         self.node = rclpy.create_node('rnea_demo')
         self.state = None
-        self.reference_seen = False
+        self.reference = None
         self.watchers = [
             self.node.create_subscription(JointState, '/joint_states', self._on_state, 10),
             self.node.create_subscription(JointState, '/rnea_controller/reference',
                                           self._on_reference, 10)]
+        self.trajectory_pub = self.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
         self.bag_path = bag_path
         self.ros2_bag = record_command(bag_path, list(DEFAULT_TOPICS))
         self.recorder = None if self.ros2_bag else BagRecorder(bag_path, start=False)
@@ -136,7 +139,7 @@ class Monitor:
         self.state = msg
 
     def _on_reference(self, msg):
-        self.reference_seen = True
+        self.reference = msg
 
     def start_recording(self, processes):
         """Record from now on: `ros2 bag record` if installed, else our rosbags recorder."""
@@ -173,26 +176,19 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
         time.sleep(0.05)
 
 
-def send_demo_motion(monitor, duration):
-    """Publish the demo motion about the current position once the controller listens."""
-    from trajectory_msgs.msg import JointTrajectory
-
-    from rnea_controller.model import RobotModel
-    from rnea_controller.send_trajectory import demo_motion, to_message
-    from rnea_controller.sim import read_urdf
-    model = RobotModel.from_urdf_string(read_urdf('', ''))
-    position = dict(zip(monitor.state.name, monitor.state.position, strict=False))
-    centre = [position[name] for name in model.joint_names]
+def send_demo_motion(monitor, model, duration):
+    """Publish the demo motion about the current desired position (no step at the start)."""
+    from rnea_controller.send_trajectory import demo_centre, demo_motion, to_message
+    centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
     waypoints = demo_motion(model.joint_names, centre, model.velocity_limits,
                             model.position_limits, duration)
-    publisher = monitor.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
     deadline = time.monotonic() + 10.0
     while not any(info.node_name == 'rnea_controller' for info in
                   monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
         if time.monotonic() > deadline:
             raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
         time.sleep(0.02)
-    publisher.publish(to_message(waypoints))
+    monitor.trajectory_pub.publish(to_message(waypoints))
     monitor.stop_watching()
 
 
@@ -232,6 +228,7 @@ def run(args):
         raise DemoError(f'{bag_path} exists already: choose another --output')
     print(f'rnea-demo: law {args.law}, payload {args.payload:g} kg (unknown to the controller),'
           f' {args.duration:g} s; output in {output}')
+    model = RobotModel.from_urdf_file(default_urdf_path())
     processes = Processes(output)
     monitor = Monitor(bag_path)
     try:
@@ -239,12 +236,13 @@ def run(args):
         print('starting the simulator and the controller...', flush=True)
         wait_until(lambda: monitor.state is not None, 'joint states from the simulator',
                    processes)
-        wait_until(lambda: monitor.reference_seen, 'reference from the controller', processes)
+        wait_until(lambda: monitor.reference is not None, 'reference from the controller',
+                   processes)
         monitor.start_recording(processes)
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
         motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
-        send_demo_motion(monitor, motion)
+        send_demo_motion(monitor, model, motion)
         run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
                           f'demo motion {motion:.1f} s')
     finally:

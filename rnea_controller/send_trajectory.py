@@ -16,9 +16,10 @@ velocities [rad/s] and accelerations [rad/s^2] optional, all points alike):
     time,shoulder_pan_joint,elbow_joint
     1.0,0.1,1.2
 
-The demo motion moves every joint of the model about its current position c (read from
-/joint_states): q_j(t) = c_j + A_j w(t) sin(2π k_j t / T), with the window w = sin^4(π t / T),
-so it starts and ends at rest with zero velocity and acceleration. Points every 0.1 s carry exact
+The demo motion moves every joint of the model about its current position c (the controller's
+desired position from /rnea_controller/reference, else the measured one from /joint_states):
+q_j(t) = c_j + A_j w(t) sin(2π k_j t / T), with the window w = sin^4(π t / T), so it starts and
+ends at rest with zero velocity and acceleration. Points every 0.1 s carry exact
 positions, velocities and accelerations (the controller interpolates quintics between them).
 Amplitudes are scaled so |qd| stays under 40 % of each joint's velocity limit, |qdd| under
 `DEMO_MAX_ACCELERATION`, and positions 0.1 rad inside the position limits.
@@ -255,25 +256,41 @@ def parse_args(argv):
                         'bundled arm)')
     parser.add_argument('--topic', default='/rnea_controller/joint_trajectory')
     parser.add_argument('--joint-states', default='/joint_states',
-                        help='where the demo reads the current position')
+                        help='where the demo reads the measured position')
+    parser.add_argument('--reference', default='/rnea_controller/reference',
+                        help="where the demo reads the controller's desired position (first)")
     parser.add_argument('--wait', type=float, default=10.0,
                         help='seconds to wait for a subscriber (and a joint state) [s]')
     return parser.parse_args(argv)
 
 
+def demo_centre(joint_names, *messages):
+    """Position [rad] of each joint from the first JointState message that has it, or None.
+
+    Pass the controller's reference before the measured joint states: starting the motion at
+    the desired position avoids a step where the arm sags under an unknown load.
+    """
+    centre = []
+    for name in joint_names:
+        found = [m.position[list(m.name).index(name)] for m in messages
+                 if m is not None and name in m.name]
+        if not found:
+            return None
+        centre.append(found[0])
+    return np.array(centre)
+
+
 def demo_waypoints(node, args):
-    """The demo motion about the current position of the model's joints."""
+    """The demo motion about the current desired (else measured) position of the model."""
     from rnea_controller.model import default_urdf_path, RobotModel
     model = RobotModel.from_urdf_file(args.urdf or default_urdf_path())
+    reference = wait_for_message(node, args.reference, min(args.wait, 2.0))
     state = wait_for_message(node, args.joint_states, args.wait)
-    if state is None:
-        raise TrajectoryError(f'no message on {args.joint_states} within {args.wait} s: the demo '
-                              'starts from the current position')
-    position = dict(zip(state.name, state.position, strict=False))
-    missing = [name for name in model.joint_names if name not in position]
-    if missing:
-        raise TrajectoryError(f'{args.joint_states} has no position for joints {missing}')
-    centre = np.array([position[name] for name in model.joint_names])
+    centre = demo_centre(model.joint_names, reference, state)
+    if centre is None:
+        raise TrajectoryError(f'no position of joints {list(model.joint_names)} on '
+                              f'{args.reference} or {args.joint_states} within {args.wait} s: '
+                              'the demo starts from the current position')
     return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
                        args.duration)
 
