@@ -6,9 +6,8 @@ issue 4 is 1e-3 rad RMS on every joint with the exact model (computed torque).
 import json
 import subprocess
 
-import pytest
-
 from conftest import console_script
+import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 JOINTS = ('shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint',
