@@ -145,6 +145,9 @@ class Monitor:
         """Record from now on: `ros2 bag record` if installed, else our rosbags recorder."""
         if self.ros2_bag:
             processes.start('ros2_bag', self.ros2_bag)
+            wait_until(lambda: len(self.node.get_subscriptions_info_by_topic(
+                '/effort_controller/commands')) > 1, 'subscription of ros2 bag record',
+                processes)  # the simulator's and the recorder's
         else:
             self.recorder.start()
 
