@@ -85,6 +85,7 @@ class BagRecorder:
                                self._subscribe(topic, msgtype))
                               for topic, msgtype in self.topics.items()]
         self.recording = start
+        self.lock = threading.Lock()
         self.running = True
         self.thread = threading.Thread(target=self._poll, name='recorder', daemon=True)
         self.thread.start()
@@ -100,9 +101,11 @@ class BagRecorder:
 
     def _poll(self):
         while self.running:
-            self._drain()
+            with self.lock:
+                self._drain()
             time.sleep(POLL)
-        self._drain()
+        with self.lock:
+            self._drain()
 
     def _drain(self):
         """Take and write (or keep, before start) every message waiting in the queues."""
@@ -119,10 +122,12 @@ class BagRecorder:
     def start(self):
         """Start writing (after `start=False`), first the latched messages kept so far."""
         connections = {topic: connection for topic, connection, _ in self.subscriptions}
-        for topic, data in self.latched.items():
-            self.writer.write(connections[topic], time.time_ns(), data)
-            self.counts[topic] += 1
-        self.recording = True
+        with self.lock:
+            self._drain()  # what arrived before now is not recorded (the latched are kept)
+            for topic, data in self.latched.items():
+                self.writer.write(connections[topic], time.time_ns(), data)
+                self.counts[topic] += 1
+            self.recording = True
 
     def close(self):
         """Write what is still queued and finish the bag (MCAP summary and metadata.yaml)."""

@@ -1,0 +1,59 @@
+"""BagRecorder: real DDS in this process, an MCAP bag read back with rosbags (the oracle)."""
+import time
+
+from conftest import wait_for
+import pytest
+import rclpy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosbags.rosbag2 import Reader
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from rnea_controller.errors import BagError
+from rnea_controller.record import BagRecorder, newest_typestore
+
+TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState',
+          '/robot_description': 'std_msgs/msg/String'}
+
+
+@pytest.fixture
+def context():
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.shutdown(context=context)
+
+
+@pytest.mark.integration
+def test_records_after_start_with_the_latched_message_first(tmp_path, context):
+    node = rclpy.create_node('record_source', context=context)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                         reliability=ReliabilityPolicy.RELIABLE)
+    node.create_publisher(String, '/robot_description', latched).publish(String(data='<robot/>'))
+    states = node.create_publisher(JointState, '/joint_states', 10)
+    recorder = BagRecorder(tmp_path / 'bag', TOPICS, start=False, context=context)
+    assert wait_for(lambda: states.get_subscription_count() == 1, 5.0)
+    states.publish(JointState(name=['a'], position=[-1.0]))  # before start: not recorded
+    time.sleep(0.2)  # delivered (loopback takes well under a millisecond)
+    assert wait_for(lambda: '/robot_description' in recorder.latched, 5.0)
+    recorder.start()
+    for k in range(200):
+        states.publish(JointState(name=['a'], position=[float(k)]))
+        time.sleep(0.001)
+    assert wait_for(lambda: recorder.counts['/joint_states'] == 200, 5.0), recorder.counts
+    recorder.close()
+    node.destroy_node()
+    typestore = newest_typestore()
+    with Reader(tmp_path / 'bag') as reader:
+        assert list((tmp_path / 'bag').glob('*.mcap'))
+        messages = [(c.topic, typestore.deserialize_cdr(raw, c.msgtype))
+                    for c, _, raw in reader.messages()]
+    assert messages[0][0] == '/robot_description' and messages[0][1].data == '<robot/>'
+    positions = [m.position[0] for topic, m in messages if topic == '/joint_states']
+    assert positions == [float(k) for k in range(200)]
+
+
+def test_refuses_to_overwrite_a_bag(tmp_path):
+    (tmp_path / 'bag').mkdir()
+    with pytest.raises(BagError, match='exists already'):
+        BagRecorder(tmp_path / 'bag', TOPICS)
