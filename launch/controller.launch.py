@@ -7,14 +7,13 @@
 `robot_description` parameter; `params_file` (default: share/rnea_controller/config/
 controller.yaml) holds every other parameter. With `use_sim`, `sim` (MuJoCo) plays the arm.
 """
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
-
-from launch import LaunchDescription
 
 PACKAGE = 'rnea_controller'
 

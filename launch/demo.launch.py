@@ -13,6 +13,7 @@ Everything stops `duration` seconds after the motion was sent; then validate the
 (`rnea-demo`, i.e. `./run demo`, does all of this plus the validation in one command, with or
 without a ROS 2 installation.)
 """
+from launch import LaunchDescription
 from launch.actions import (
     DeclareLaunchArgument,
     EmitEvent,
@@ -25,8 +26,6 @@ from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
-
-from launch import LaunchDescription
 
 TOPICS = ['/joint_states', '/effort_controller/commands', '/rnea_controller/reference',
           '/rnea_controller/joint_trajectory', '/diagnostics', '/robot_description']

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rnea_controller.errors import TrajectoryError
-from rnea_controller.trajectory import Trajectory, TrajectoryPoint, plan, validate
+from rnea_controller.trajectory import plan, Trajectory, TrajectoryPoint, validate
 
 JOINTS = ('a', 'b', 'c')
 LIMITS = np.array([[-3.0, 3.0], [-2.0, 2.0], [-np.inf, np.inf]])
