@@ -232,6 +232,8 @@ class TrackingStats:
         self.max_at = np.full(m, np.nan)
         self.hist = LogHistogram(lo=1e-9, hi=1e2, rel=1e-3, columns=m)
         self.envelope = Envelope(m, max_points)
+        self.desired = Envelope(m, max_points)  # q_d and q themselves, for the position plot
+        self.measured = Envelope(m, max_points)
         self.unaligned = 0
         self._js_t = np.zeros(0, np.int64)
         self._js_q = np.zeros((0, m))
@@ -269,7 +271,10 @@ class TrackingStats:
             return
         w = ((t - js_t[k - 1]) / np.maximum(js_t[k] - js_t[k - 1], 1))[:, None]
         q = (1 - w) * self._js_q[k - 1] + w * self._js_q[k]
-        self._add((t - self.t0_ns) * NS, q_d - q)
+        t = (t - self.t0_ns) * NS
+        self.desired.add(t, q_d)
+        self.measured.add(t, q)
+        self._add(t, q_d - q)
 
     def _add(self, t, e):
         ok = np.isfinite(e)

@@ -45,6 +45,24 @@ def envelope_plot(path, envelope, names, title, ylabel, scale=1.0, limits=None):
     return _save(fig, path)
 
 
+def position_plot(path, desired, measured, names, limits=None):
+    """Desired (q_d) against measured (q) position per joint [rad], limits as red lines."""
+    t, d_lo, d_hi = desired.series()
+    t_m, m_lo, m_hi = measured.series()
+    fig, axes = _stacked(names, 'Position: desired q_d (blue) and measured q (orange)')
+    for j, (ax, name) in enumerate(zip(axes, names)):
+        _band(ax, t, d_lo[:, j], d_hi[:, j], color='C0', label='desired' if j == 0 else None)
+        _band(ax, t_m, m_lo[:, j], m_hi[:, j], color='C1', label='measured' if j == 0 else None)
+        for bound in () if limits is None else limits[j]:
+            if np.isfinite(bound) and d_lo[:, j].min() - 0.2 < bound < d_hi[:, j].max() + 0.2:
+                ax.axhline(bound, color='C3', linewidth=0.8, linestyle='--')
+        ax.set_ylabel(f'{name}\n[rad]', fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(loc='upper right', fontsize=8)
+    axes[-1].set_xlabel('time [s]')
+    return _save(fig, path)
+
+
 def tracking_plot(path, envelope, names):
     """Tracking error q_d - q per joint [mrad]."""
     return envelope_plot(path, envelope, names, 'Tracking error q_d - q', '[mrad]', 1e3)

@@ -320,7 +320,14 @@ def write_outputs(output_dir, report, failures, analysis):
 def _write_plots(output_dir, report, analysis):
     from rnea_controller import plots
     names, model = analysis.names, analysis.model
+    limits = [model.position_limits[model.joint_index(n)] if n in model.joint_names else None
+              for n in names]
     files = {
+        'position_plot': plots.position_plot(output_dir / 'position.png',
+                                             analysis.tracking.desired,
+                                             analysis.tracking.measured, names,
+                                             None if any(x is None for x in limits)
+                                             else limits),
         'tracking_plot': plots.tracking_plot(output_dir / 'tracking_error.png',
                                              analysis.tracking.envelope, names),
         'torque_plot': plots.torque_plot(output_dir / 'torque.png',

@@ -33,7 +33,7 @@ def test_demo_tracks_within_1e_3_rad_and_writes_bag_and_plots(tmp_path):
                for s in report['saturation']['joints'].values())
     bag = tmp_path / 'bag'
     assert (bag / 'metadata.yaml').is_file() and list(bag.glob('*.mcap'))
-    for png in ('tracking_error.png', 'torque.png'):
+    for png in ('position.png', 'tracking_error.png', 'torque.png'):
         assert (tmp_path / png).stat().st_size > 10_000, png
     assert 'err rms' in stdout and str(tmp_path) in stdout
 

@@ -101,6 +101,13 @@ def test_tracking_error_interpolates_joint_states_at_reference_stamps():
     assert r['joints']['j1']['p99'] == pytest.approx(1e-3, rel=1e-3)
     assert r['joints']['j2']['max'] == pytest.approx(0.01 + 2e-4, rel=1e-6)
     assert r['joints']['j2']['max_at_s'] == pytest.approx(2.001, abs=1.1e-3)
+    # the position plot's series: desired and measured, bucket by bucket, differ by the error
+    t, d_lo, d_hi = tracking.desired.series()
+    t_m, m_lo, m_hi = tracking.measured.series()
+    np.testing.assert_array_equal(t, t_m)
+    np.testing.assert_allclose((d_lo - m_lo)[:, 0], 1e-3, atol=1e-9)
+    assert d_lo[:, 0].min() == pytest.approx(q_d[1:-1, 0].min(), abs=1e-9)
+    assert d_hi[:, 0].max() == pytest.approx(q_d[1:-1, 0].max(), abs=1e-9)
 
 
 def test_tracking_skips_references_inside_a_joint_state_gap():

@@ -100,7 +100,7 @@ def test_reports_and_plots_are_written(result):
     report = json.loads(result.files['json'].read_text())
     assert report['passed'] is False and report['failures'] == result.failures
     assert '| shoulder_lift_joint |' in result.files['markdown'].read_text()
-    for key in ('tracking_plot', 'torque_plot', 'period_plot', 'residual_plot'):
+    for key in ('position_plot', 'tracking_plot', 'torque_plot', 'period_plot', 'residual_plot'):
         assert result.files[key].read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
