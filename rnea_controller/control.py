@@ -67,7 +67,8 @@ class ControllerConfig:
     """Everything one tick needs, immutable; replaced whole when a parameter changes.
 
     model: the RobotModel with payload and gravity applied; joints: controlled joint names;
-    index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
+    index: their model indices (select: the same as a slice when they are all joints in model
+    order, which indexes faster); kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     state_timeout, stale_hold_time, external_wrench_timeout [s]; values: the parameter values.
     """
@@ -75,6 +76,7 @@ class ControllerConfig:
     model: object
     joints: tuple
     index: np.ndarray
+    select: object
     law: str
     kp: np.ndarray
     kd: np.ndarray
@@ -147,6 +149,15 @@ def _with_payload_and_gravity(values, model):
     return model.with_gravity(gravity)
 
 
+def joint_of_parameter(name):
+    """The joint named in 'gains.<joint>.p', 'gains.<joint>.d' or 'effort_limits.<joint>'."""
+    if name.startswith('gains.') and name.endswith(('.p', '.d')):
+        return name[len('gains.'):-2]
+    if name.startswith('effort_limits.'):
+        return name[len('effort_limits.'):]
+    return None
+
+
 def default_gains(model, index, law):
     """Gains of joints without configured ones: ω = NATURAL_FREQUENCY, critically damped.
 
@@ -189,14 +200,16 @@ def validate_parameters(values, model):
     joints = _controlled_joints(values, model)
     law = _choice(values, 'control_law', LAWS)
     for name in values:
-        if name.startswith(('gains.', 'effort_limits.')) and name.split('.')[1] not in joints:
-            raise ParameterError(f'{name}: {name.split(".")[1]!r} is not a controlled joint')
+        joint = joint_of_parameter(name)
+        if joint is not None and joint not in joints:
+            raise ParameterError(f'{name}: {joint!r} is not a controlled joint')
     model = _with_payload_and_gravity(values, model)
     index = np.array([model.joint_index(name) for name in joints], dtype=int)
     kp, kd, limits = _gains_and_limits(values, model, joints, index, law)
     rate = _number(values, 'update_rate', strict=True)
     return ControllerConfig(
         model=model, joints=joints, index=index, law=law, kp=kp, kd=kd, effort_limits=limits,
+        select=slice(None) if index.tolist() == list(range(model.n)) else index,
         torque_rate_limit=_number(values, 'torque_rate_limit'), update_rate=rate,
         period=1.0 / rate, allow_partial=bool(values['allow_partial_joints_goal']),
         state_timeout=_number(values, 'state_timeout', strict=True),
@@ -234,24 +247,24 @@ class Controller:
 
         ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`).
         """
-        e = ref[0] - q[cfg.index]
-        ed = ref[1] - qd[cfg.index]
-        Q, QD, QDD = self._Q, self._QD, self._QDD
+        j = cfg.select  # row 0: the measured state; row 1: the reference (same RNEA call)
+        Q, QD, QDD = self._Q, self._QD, self._QDD  # QDD[:, not j] stays 0
         Q[:] = q
         QD[:] = qd
-        QDD[:] = 0.0
-        Q[1, cfg.index] = ref[0]
-        QD[1, cfg.index] = ref[1]
-        QDD[1, cfg.index] = ref[2]
+        Q[1, j] = ref[0]
+        QD[1, j] = ref[1]
+        QDD[1, j] = ref[2]
+        e = ref[0] - q[j]
+        ed = ref[1] - qd[j]
         if cfg.law == 'computed_torque':
-            QDD[0, cfg.index] = ref[2] + cfg.kp * e + cfg.kd * ed
+            QDD[0, j] = ref[2] + cfg.kp * e + cfg.kd * ed
         try:
             T = rnea(cfg.model, Q, QD, QDD, f_ext=f_ext)
         except DimensionError:
             T = np.full((2, Q.shape[1]), np.nan)
-        self.feedforward[:] = T[1, cfg.index]
+        self.feedforward[:] = T[1, j]
         if cfg.law == 'computed_torque':
-            raw = T[0, cfg.index]
+            raw = T[0, j]
         else:
             raw = self.feedforward + cfg.kp * e + cfg.kd * ed
         return self.limit(cfg, raw, q)
@@ -268,9 +281,10 @@ class Controller:
         tau = raw
         if rate_limited and cfg.torque_rate_limit > 0.0 and self._has_previous:
             step = cfg.torque_rate_limit * cfg.period
-            tau = np.clip(tau, self._previous - step, self._previous + step)
-        np.clip(tau, -cfg.effort_limits, cfg.effort_limits, out=self.tau)
-        if not np.all(np.isfinite(self.tau)):
+            tau = np.minimum(np.maximum(tau, self._previous - step), self._previous + step)
+        np.minimum(tau, cfg.effort_limits, out=self.tau)  # NaN stays NaN
+        np.maximum(self.tau, -cfg.effort_limits, out=self.tau)
+        if not math.isfinite(self.tau.sum()):  # a NaN, or inf where no limit applies
             self._fall_back(cfg, q)
         self.saturation += self.tau != raw
         self._previous[:] = self.tau

@@ -25,7 +25,9 @@ Executors: `controller --executor events` (default) or `--executor single`; see 
 """
 import argparse
 import array
+import gc
 import math
+import os
 import signal
 import sys
 import time
@@ -291,7 +293,9 @@ class ControllerNode(LifecycleNode):
             setattr(self.reference_msg, field, array.array('d', [0.0] * m))
             views.append(np.frombuffer(getattr(self.reference_msg, field), dtype=float))
         self._reference = views
-        self._t0_ns = self.get_clock().now().nanoseconds
+        sim_time = self.get_parameter('use_sim_time').value
+        self._now_ns = (lambda: self.get_clock().now().nanoseconds) if sim_time else time.time_ns
+        self._t0_ns = self._now_ns()
         self.stats = LoopStats()
 
     @staticmethod
@@ -323,7 +327,7 @@ class ControllerNode(LifecycleNode):
         """One control period: newest state -> reference one period ahead -> law -> publish."""
         t_start = time.perf_counter()
         cfg = self.config  # swapped whole by _on_set_parameters, never mutated
-        now_ns = self.get_clock().now().nanoseconds
+        now_ns = self._now_ns()  # ROS time (system time unless use_sim_time)
         if t_start - self._state_time > cfg.state_timeout:
             self._stale_tick(cfg, t_start)
         else:
@@ -374,7 +378,7 @@ class ControllerNode(LifecycleNode):
             self._ref[0] = self.q[cfg.index]
             self._ref[1:] = 0.0
             self.mode = 'stale: gravity hold'
-            self._publish(tau, self._ref, self.get_clock().now().nanoseconds)
+            self._publish(tau, self._ref, self._now_ns())
         else:
             self.mode = 'stale: stopped'
             self.controller.reset()
@@ -398,7 +402,7 @@ class ControllerNode(LifecycleNode):
                                  f'velocities for {n} names')
             np.take(np.frombuffer(msg.position, dtype=float), self._index, out=self._scratch[0])
             np.take(np.frombuffer(msg.velocity, dtype=float), self._index, out=self._scratch[1])
-            if not np.all(np.isfinite(self._scratch)):
+            if not math.isfinite(self._scratch.sum()):
                 raise ValueError('non-finite position or velocity of a model joint')
         except (ValueError, TypeError) as error:
             self._names = None
@@ -420,7 +424,7 @@ class ControllerNode(LifecycleNode):
         try:
             if self._timer is None or self.trajectory is None:
                 raise TrajectoryError(f'controller is {self.mode}: no trajectory accepted')
-            now = self._seconds(self.get_clock().now().nanoseconds)
+            now = self._seconds(self._now_ns())
             stamp = msg.header.stamp
             start = None if stamp.sec == 0 and stamp.nanosec == 0 else self._seconds(
                 stamp.sec * 1_000_000_000 + stamp.nanosec)
@@ -526,6 +530,15 @@ def make_executor(kind):
 _STOP = []
 
 
+def set_realtime_priority(priority):
+    """SCHED_FIFO at `priority` for this process (threads created later inherit it)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, ValueError) as error:
+        print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
+              'running with the default scheduler', file=sys.stderr)
+
+
 def _request_stop(signum, frame):
     """SIGINT/SIGTERM: ask the spin loop to stop (no exception inside a callback)."""
     _STOP.append(signum)
@@ -537,6 +550,9 @@ def main(args=None):
     parser = argparse.ArgumentParser(prog='controller', description=__doc__.split('\n')[0])
     parser.add_argument('--executor', choices=('events', 'single'), default='events',
                         help='rclpy executor (default: events, lower CPU; see bench_node.py)')
+    parser.add_argument('--realtime-priority', type=int, default=0, metavar='N',
+                        help='run with SCHED_FIFO priority N (1-99; needs CAP_SYS_NICE), as '
+                             "ros2_control's controller manager does; default 0: off")
     parser.add_argument('--urdf', metavar='FILE',
                         help='read robot_description from this URDF file (instead of the '
                              'parameter or topic)')
@@ -545,6 +561,8 @@ def main(args=None):
     if options.urdf:
         with open(options.urdf, encoding='utf-8') as file:
             overrides.append(Parameter('robot_description', value=file.read()))
+    if options.realtime_priority:  # before rclpy.init: the DDS threads inherit it
+        set_realtime_priority(options.realtime_priority)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, _request_stop)
     signal.signal(signal.SIGTERM, _request_stop)
@@ -553,6 +571,7 @@ def main(args=None):
     executor.add_node(node)
     try:
         node.autostart()
+        gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
         while rclpy.ok() and not _STOP:  # spin_once returns to Python: Ctrl-C seen each tick
             executor.spin_once(timeout_sec=0.1)
     except KeyboardInterrupt:

@@ -1,0 +1,314 @@
+"""Benchmark of the controller node at 1 kHz on a 7-joint arm, next to a bare rclpy timer.
+
+    .venv/bin/python bench/bench_node.py [--duration 30] [--runs events single events+rt50]
+
+For each run, side by side: the controller node (subprocess `controller --executor X`) on the
+Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
+publishing its joint states at 1 kHz, and a bare rclpy node with a 1 kHz timer and the same
+executor (the peer). A run is `events` or `single` (the executor), optionally `+rtN`: node and
+bare timer alike with SCHED_FIFO priority N. Printed per run: achieved loop rate, missed ticks,
+tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost joint-state messages,
+period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured
+in-process. Per-second figures come from the node's /diagnostics (and the same computation in
+the bare timer); a run's figure is the median over its seconds, with the worst second alongside.
+"""
+import argparse
+import json
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+
+import numpy as np
+
+os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
+
+ROBOTS = Path(sysconfig.get_paths()['purelib']) / 'cmeel.prefix/share/example-robot-data/robots'
+PANDA = ROBOTS / 'panda_description/urdf/panda.urdf'
+PANDA_JOINTS = [f'panda_joint{i}' for i in range(1, 8)]
+PANDA_HOME = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
+PERIOD = 1e-3
+VENV_BIN = Path(sys.executable).parent
+
+
+def locked_panda_urdf(directory):
+    """Panda URDF with the finger joints made fixed (locked at 0): a 7-joint arm."""
+    text = PANDA.read_text()
+    for finger in ('panda_finger_joint1', 'panda_finger_joint2'):
+        start = text.index(f'<joint name="{finger}"')
+        end = text.index('>', start)
+        text = text[:start] + text[start:end].replace('"prismatic"', '"fixed"') + text[end:]
+    path = Path(directory) / 'panda_locked.urdf'
+    path.write_text(text)
+    return path
+
+
+def make_executor(kind):
+    import rclpy.executors
+    if kind == 'events':
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor()
+    return rclpy.executors.SingleThreadedExecutor()
+
+
+def spin_for(executor, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+
+
+def per_second_stats(starts, period):
+    """Per whole second of tick start times [s]: (rate [Hz], jitter p99 [µs]) arrays."""
+    starts = np.asarray(starts)
+    seconds = np.floor(starts - starts[0]).astype(int)
+    rates, jitters = [], []
+    for s in range(seconds[-1]):
+        t = starts[seconds == s]
+        periods = np.diff(t)
+        rates.append(len(periods) / periods.sum())
+        jitters.append(np.percentile(np.abs(periods - period), 99) * 1e6)
+    return np.array(rates), np.array(jitters)
+
+
+def bare_timer(duration, executor_kind, priority):
+    """Peer: an rclpy node whose 1 kHz timer only records its start time; prints JSON stats."""
+    import rclpy
+
+    from rnea_controller.node import set_realtime_priority
+    if priority:
+        set_realtime_priority(priority)
+    rclpy.init()
+    node = rclpy.create_node('bench_bare_timer')
+    starts = np.zeros(int(duration / PERIOD) * 2 + 1000)
+    count = [0]
+
+    def tick():
+        starts[count[0] % len(starts)] = time.perf_counter()
+        count[0] += 1
+    node.create_timer(PERIOD, tick)
+    executor = make_executor(executor_kind)
+    executor.add_node(node)
+    cpu0, t0 = cpu_seconds(os.getpid()), time.perf_counter()
+    spin_for(executor, duration)
+    cpu = (cpu_seconds(os.getpid()) - cpu0) / (time.perf_counter() - t0) * 100
+    rates, jitters = per_second_stats(starts[:count[0]], PERIOD)
+    print(json.dumps({'rate': float(np.median(rates)), 'jitter_p99': jitters.tolist(),
+                      'cpu': cpu}), flush=True)
+
+
+def feeder(duration):
+    """Publishes the Panda's joint states at 1 kHz once the controller subscribes; prints count."""
+    import rclpy
+    from sensor_msgs.msg import JointState
+    rclpy.init()
+    node = rclpy.create_node('bench_feeder')
+    publisher = node.create_publisher(JointState, '/joint_states', 10)
+    msg = JointState(name=PANDA_JOINTS, position=PANDA_HOME, velocity=[0.0] * 7)
+    sent = [0]
+
+    def publish():
+        if sent[0] < duration / PERIOD:
+            t = time.perf_counter()
+            msg.position = [q + 0.01 * np.sin(t) for q in PANDA_HOME]
+            msg.header.stamp = node.get_clock().now().to_msg()
+            publisher.publish(msg)
+            sent[0] += 1
+    executor = make_executor('events')
+    executor.add_node(node)
+    while publisher.get_subscription_count() == 0:
+        spin_for(executor, 0.05)
+    node.create_timer(PERIOD, publish)
+    spin_for(executor, duration + 1.0)
+    print(json.dumps({'sent': sent[0]}), flush=True)
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process [s], from /proc/<pid>/stat."""
+    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+class Observer:
+    """Collects the controller's per-second /diagnostics."""
+
+    def __init__(self):
+        from diagnostic_msgs.msg import DiagnosticArray
+        import rclpy
+        rclpy.init()
+        self.node = rclpy.create_node('bench_observer')
+        self.seconds = []
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self.on_diagnostics, 10)
+        self.executor = make_executor('single')
+        self.executor.add_node(self.node)
+
+    def on_diagnostics(self, msg):
+        for status in msg.status:
+            if status.name == 'rnea_controller: control loop':
+                self.seconds.append({kv.key: kv.value for kv in status.values})
+
+    def spin(self, seconds):
+        spin_for(self.executor, seconds)
+
+    def close(self):
+        import rclpy
+        self.node.destroy_node()
+        rclpy.shutdown()
+
+
+def start(args, log):
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            text=True)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def run(label, duration, urdf, observer, tmp):
+    """One side-by-side run; returns the figures of the controller and of the bare timer."""
+    executor, _, priority = label.partition('+rt')
+    priority = priority or '0'
+    me = [sys.executable, __file__]
+    logs = {name: open(Path(tmp) / f'{name}-{label}.log', 'w+')
+            for name in ('controller', 'feeder', 'bare')}
+    controller = start([str(VENV_BIN / 'controller'), '--executor', executor, '--urdf',
+                        str(urdf), '--realtime-priority', priority], logs['controller'])
+    procs = [controller]
+    try:
+        observer.seconds.clear()
+        while not any(s.get('mode') == 'waiting for joint states' for s in observer.seconds):
+            observer.spin(0.2)
+            if controller.poll() is not None:
+                raise RuntimeError(Path(logs['controller'].name).read_text())
+        procs.append(start(me + ['--feeder', str(duration + 3)], logs['feeder']))
+        while not observer.seconds or observer.seconds[-1].get('mode') != 'hold':
+            observer.spin(0.1)
+        observer.spin(1.0)  # one full second of control before measuring
+        procs.append(start(me + ['--bare-timer', str(duration), '--executor', executor,
+                                 '--priority', priority], logs['bare']))
+        observer.seconds.clear()
+        cpu0, t0 = cpu_seconds(controller.pid), time.perf_counter()
+        observer.spin(duration)
+        cpu = (cpu_seconds(controller.pid) - cpu0) / (time.perf_counter() - t0) * 100
+        measured = list(observer.seconds)
+        for proc in procs[1:]:
+            proc.wait(duration + 30)
+        observer.spin(2.2)  # the feeder has stopped: the next diagnostics count every state
+        received = int(observer.seconds[-1]['joint states received'])
+    finally:
+        for proc in procs:
+            stop(proc)
+    outputs = {name: Path(log.name).read_text() for name, log in logs.items()}
+    bare = json.loads(outputs['bare'].strip().splitlines()[-1])
+    sent = json.loads(outputs['feeder'].strip().splitlines()[-1])['sent']
+    return summarise(measured, cpu, sent, received, bare)
+
+
+def summarise(seconds, cpu, sent, received, bare):
+    seconds = seconds[1:]  # the first report covers time before the window started
+    column = {key: np.array([float(s[key]) for s in seconds])
+              for key in ('loop rate [Hz]', 'period jitter p99 [us]', 'tick compute p99 [us]',
+                          'ticks', 'missed ticks')}
+    ticks = column['ticks'][-1] - column['ticks'][0]
+    missed = column['missed ticks'][-1] - column['missed ticks'][0]
+    jitter = float(np.median(column['period jitter p99 [us]']))
+    bare_jitter = float(np.median(bare['jitter_p99']))
+    return {
+        'rate': float(np.median(column['loop rate [Hz]'])),
+        'missed %': 100.0 * missed / max(ticks + missed, 1),
+        'compute p99 median': float(np.median(column['tick compute p99 [us]'])),
+        'compute p99 worst': float(np.max(column['tick compute p99 [us]'])),
+        'cpu %': cpu, 'sent': sent, 'lost': sent - received,
+        'jitter p99': jitter, 'jitter p99 worst': float(np.max(column['period jitter p99 [us]'])),
+        'bare jitter p99': bare_jitter, 'bare rate': bare['rate'], 'bare cpu %': bare['cpu'],
+        'jitter ratio': jitter / bare_jitter,
+    }
+
+
+def compute_p50(urdf):
+    """Tick compute p50 [µs]: the node's own tick, in-process, fed a fixed fresh state."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from rnea_controller.node import ControllerNode
+    rclpy.init()
+    node = ControllerNode(parameter_overrides=[
+        Parameter('robot_description', value=Path(urdf).read_text()),
+        Parameter('state_timeout', value=60.0)])
+    node.autostart()
+    node.q[:] = PANDA_HOME
+    node.have_state, node._state_time = True, time.perf_counter()
+    times = []
+    for _ in range(5000):
+        t = time.perf_counter()
+        node._tick()
+        times.append(time.perf_counter() - t)
+    node.destroy_node()
+    rclpy.shutdown()
+    return np.percentile(times, 50) * 1e6, np.percentile(times, 99) * 1e6
+
+
+def report(results, p50):
+    print(f'\ncontroller node, 7-joint Panda (fingers locked), 1 kHz; tick compute in-process: '
+          f'p50 {p50[0]:.1f} µs, p99 {p50[1]:.1f} µs')
+    rows = [('achieved rate [Hz]', 'rate', '{:.1f}', '>= 999'),
+            ('missed ticks [%]', 'missed %', '{:.3f}', '<= 0.1'),
+            ('tick compute p99 [µs] (median s)', 'compute p99 median', '{:.1f}', '<= 100'),
+            ('tick compute p99 [µs] (worst s)', 'compute p99 worst', '{:.1f}', ''),
+            ('CPU [% of a core]', 'cpu %', '{:.1f}', '<= 35'),
+            ('joint states sent', 'sent', '{:d}', ''),
+            ('joint states lost', 'lost', '{:d}', '0'),
+            ('period jitter p99 [µs] (median s)', 'jitter p99', '{:.1f}', ''),
+            ('period jitter p99 [µs] (worst s)', 'jitter p99 worst', '{:.1f}', ''),
+            ('bare timer: jitter p99 [µs]', 'bare jitter p99', '{:.1f}', ''),
+            ('bare timer: rate [Hz]', 'bare rate', '{:.1f}', ''),
+            ('bare timer: CPU [% of a core]', 'bare cpu %', '{:.1f}', ''),
+            ('jitter ratio node / bare', 'jitter ratio', '{:.2f}', '<= 1.2')]
+    kinds = list(results)
+    print(f'{"":36s}' + ''.join(f'{k:>14s}' for k in kinds) + f'{"target":>10s}')
+    for label, key, fmt, target in rows:
+        print(f'{label:36s}' + ''.join(f'{fmt.format(results[k][key]):>14s}' for k in kinds)
+              + f'{target:>10s}')
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--duration', type=float, default=30.0, help='[s] per executor')
+    parser.add_argument('--runs', nargs='+', default=['events', 'single', 'events+rt50'],
+                        help='executor (events, single), +rtN: node and bare timer with '
+                             'SCHED_FIFO priority N (default: events single events+rt50)')
+    parser.add_argument('--executor', default='events', help=argparse.SUPPRESS)
+    parser.add_argument('--priority', type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument('--bare-timer', type=float, help=argparse.SUPPRESS)
+    parser.add_argument('--feeder', type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare_timer:
+        return bare_timer(args.bare_timer, args.executor, args.priority)
+    if args.feeder:
+        return feeder(args.feeder)
+    with tempfile.TemporaryDirectory() as tmp:
+        urdf = locked_panda_urdf(tmp)
+        p50 = compute_p50(urdf)
+        observer = Observer()
+        try:
+            results = {label: run(label, args.duration, urdf, observer, tmp)
+                       for label in args.runs}
+        finally:
+            observer.close()
+    report(results, p50)
+
+
+if __name__ == '__main__':
+    main()
