@@ -30,6 +30,7 @@ position clipped into the joint limits; M_ii at least 1e-3 kg·m²).
 from dataclasses import dataclass
 import math
 
+from numba import njit
 import numpy as np
 
 from rnea_controller.errors import DimensionError, ModelError, ParameterError
@@ -67,8 +68,7 @@ class ControllerConfig:
     """Everything one tick needs, immutable; replaced whole when a parameter changes.
 
     model: the RobotModel with payload and gravity applied; joints: controlled joint names;
-    index: their model indices (select: the same as a slice when they are all joints in model
-    order, which indexes faster); kp, kd: per controlled joint (units per law, see module doc);
+    index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     state_timeout, stale_hold_time, external_wrench_timeout [s]; values: the parameter values.
     """
@@ -76,7 +76,6 @@ class ControllerConfig:
     model: object
     joints: tuple
     index: np.ndarray
-    select: object
     law: str
     kp: np.ndarray
     kd: np.ndarray
@@ -209,7 +208,6 @@ def validate_parameters(values, model):
     rate = _number(values, 'update_rate', strict=True)
     return ControllerConfig(
         model=model, joints=joints, index=index, law=law, kp=kp, kd=kd, effort_limits=limits,
-        select=slice(None) if index.tolist() == list(range(model.n)) else index,
         torque_rate_limit=_number(values, 'torque_rate_limit'), update_rate=rate,
         period=1.0 / rate, allow_partial=bool(values['allow_partial_joints_goal']),
         state_timeout=_number(values, 'state_timeout', strict=True),
@@ -231,12 +229,23 @@ class Controller:
     def __init__(self, config):
         n, m = config.model.n, len(config.joints)
         self._Q, self._QD, self._QDD = np.zeros((2, n)), np.zeros((2, n)), np.zeros((2, n))
+        self._e = np.zeros((2, m))  # rows e, ed
+        self._nan = np.full((2, n), np.nan)
         self.tau = np.zeros(m)
         self.feedforward = np.zeros(m)
         self.saturation = np.zeros(m, dtype=np.int64)
         self.fallbacks = 0
         self._previous = np.zeros(m)
         self._has_previous = False
+        self._compile(config)
+
+    def _compile(self, cfg):
+        """Compile (or load from numba's disk cache) the two kernels now, not in a tick."""
+        ref = np.zeros((3, len(cfg.joints)))
+        q = np.zeros(cfg.model.n)
+        _assemble(cfg.index, q, q, ref, cfg.kp, cfg.kd, self._Q, self._QD, self._QDD, self._e)
+        _limit(cfg.index, self._Q, self._e, cfg.kp, cfg.kd, False, cfg.effort_limits, 0.0,
+               self._previous, self.tau, self.feedforward, np.zeros_like(self.saturation))
 
     def reset(self):
         """Forget the previous command (the rate limit restarts from the next command)."""
@@ -245,48 +254,33 @@ class Controller:
     def command(self, cfg, q, qd, ref, f_ext=None):
         """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size, finite) and ref (3, m).
 
-        ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`).
+        ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`). One RNEA
+        call on two rows: [q, qd, qdd_d + Kp e + Kd ed] (computed_torque) and the reference
+        [q_d, qd_d, qdd_d] (the feedforward, and the whole model torque of feedforward_pd).
         """
-        j = cfg.select  # row 0: the measured state; row 1: the reference (same RNEA call)
-        Q, QD, QDD = self._Q, self._QD, self._QDD  # QDD[:, not j] stays 0
-        Q[:] = q
-        QD[:] = qd
-        Q[1, j] = ref[0]
-        QD[1, j] = ref[1]
-        QDD[1, j] = ref[2]
-        e = ref[0] - q[j]
-        ed = ref[1] - qd[j]
-        if cfg.law == 'computed_torque':
-            QDD[0, j] = ref[2] + cfg.kp * e + cfg.kd * ed
+        _assemble(cfg.index, q, qd, ref, cfg.kp, cfg.kd, self._Q, self._QD, self._QDD, self._e)
         try:
-            T = rnea(cfg.model, Q, QD, QDD, f_ext=f_ext)
+            T = rnea(cfg.model, self._Q, self._QD, self._QDD, f_ext=f_ext)
         except DimensionError:
-            T = np.full((2, Q.shape[1]), np.nan)
-        self.feedforward[:] = T[1, j]
-        if cfg.law == 'computed_torque':
-            raw = T[0, j]
-        else:
-            raw = self.feedforward + cfg.kp * e + cfg.kd * ed
-        return self.limit(cfg, raw, q)
+            T = self._nan
+        return self._finish(cfg, T, q, cfg.law == 'feedforward_pd', True)
 
     def gravity_hold(self, cfg, q, rate_limited=True):
         """Limited g(q) = RNEA(q, 0, 0) [N·m]: holds the measured position q against gravity."""
-        return self.limit(cfg, _gravity(cfg, q), q, rate_limited)
+        zeros = np.zeros((2, cfg.model.n))
+        try:
+            T = rnea(cfg.model, np.vstack((q, q)), zeros, zeros)
+        except DimensionError:
+            T = self._nan
+        return self._finish(cfg, T, q, False, rate_limited)
 
-    def limit(self, cfg, raw, q, rate_limited=True):
-        """Rate limit, then effort clamp, then the non-finite guard; count saturation.
-
-        raw: unlimited tau [N·m]; q: measured positions (model size) for the fallback.
-        """
-        tau = raw
-        if rate_limited and cfg.torque_rate_limit > 0.0 and self._has_previous:
-            step = cfg.torque_rate_limit * cfg.period
-            tau = np.minimum(np.maximum(tau, self._previous - step), self._previous + step)
-        np.minimum(tau, cfg.effort_limits, out=self.tau)  # NaN stays NaN
-        np.maximum(self.tau, -cfg.effort_limits, out=self.tau)
-        if not math.isfinite(self.tau.sum()):  # a NaN, or inf where no limit applies
+    def _finish(self, cfg, T, q, pd, rate_limited):
+        """Law output, rate limit, effort clamp, non-finite guard and saturation count."""
+        step = cfg.torque_rate_limit * cfg.period if rate_limited and self._has_previous else 0.0
+        finite = _limit(cfg.index, T, self._e, cfg.kp, cfg.kd, pd, cfg.effort_limits, step,
+                        self._previous, self.tau, self.feedforward, self.saturation)
+        if not finite:
             self._fall_back(cfg, q)
-        self.saturation += self.tau != raw
         self._previous[:] = self.tau
         self._has_previous = True
         return self.tau
@@ -308,3 +302,51 @@ def _gravity(cfg, q):
         return rnea(cfg.model, q, zeros, zeros)[cfg.index]
     except DimensionError:
         return np.full(len(cfg.index), np.nan)
+
+
+@njit(cache=True)
+def _assemble(index, q, qd, ref, kp, kd, Q, QD, QDD, e):
+    """The two RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
+
+    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d). Joints not controlled
+    enter both rows at their measured q, qd and qdd = 0.
+    """
+    for i in range(q.shape[0]):
+        Q[0, i] = q[i]
+        Q[1, i] = q[i]
+        QD[0, i] = qd[i]
+        QD[1, i] = qd[i]
+        QDD[0, i] = 0.0
+        QDD[1, i] = 0.0
+    for k in range(index.shape[0]):
+        i = index[k]
+        e[0, k] = ref[0, k] - q[i]
+        e[1, k] = ref[1, k] - qd[i]
+        Q[1, i] = ref[0, k]
+        QD[1, i] = ref[1, k]
+        QDD[1, i] = ref[2, k]
+        QDD[0, i] = ref[2, k] + kp[k] * e[0, k] + kd[k] * e[1, k]
+
+
+@njit(cache=True)
+def _limit(index, T, e, kp, kd, pd, limits, step, previous, tau, feedforward, saturation):
+    """tau = clamp(law, ±limits) after |tau - previous| <= step (if step > 0), in place.
+
+    law: T[0] (computed_torque) or T[1] + Kp e + Kd ed (feedforward_pd, pd=True); feedforward
+    = T[1]. Counts saturation per joint; returns False if any law value is not finite.
+    """
+    finite = True
+    for k in range(index.shape[0]):
+        i = index[k]
+        feedforward[k] = T[1, i]
+        raw = T[1, i] + kp[k] * e[0, k] + kd[k] * e[1, k] if pd else T[0, i]
+        if not np.isfinite(raw):
+            finite = False
+            continue
+        t = raw
+        if step > 0.0:
+            t = min(max(t, previous[k] - step), previous[k] + step)
+        t = min(max(t, -limits[k]), limits[k])
+        saturation[k] += t != raw
+        tau[k] = t
+    return finite
