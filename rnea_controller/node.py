@@ -21,7 +21,15 @@ When fresh states return the node holds the measured position (gravity compensat
 On deactivate, shutdown, Ctrl-C or SIGTERM the node publishes one final command chosen by
 `final_command`: 'gravity_hold' (g(q) at the last measured position) or 'zero'.
 
-Executors: `controller --executor events` (default) or `--executor single`; see bench_node.py.
+Command line (besides --ros-args): `--executor events|single` (default events: rclpy's
+EventsExecutor, about half the CPU of the SingleThreadedExecutor at 1 kHz, see
+bench/bench_node.py), `--urdf FILE` (robot_description from a file), `--realtime-priority N`
+(SCHED_FIFO, off by default).
+
+Diagnostics ('rnea_controller: control loop', 1 Hz): mode, control law, loop rate [Hz], period
+jitter p99 [us], tick compute p50/p99 [us], overruns (ticks longer than a period), missed ticks,
+ticks, state age [ms], joint states received, rejected messages (and per input), non-finite
+fallbacks, saturation <joint> (ticks that joint's command was limited).
 """
 import argparse
 import array
