@@ -50,6 +50,7 @@ from rcl_interfaces.msg import (
     SetParametersResult,
 )
 import rclpy
+from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -249,6 +250,7 @@ class ControllerNode(LifecycleNode):
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
             self._command[:] = tau
             self.command_pub.publish(self.command_msg)
+            self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
 

@@ -389,9 +389,8 @@ def test_deactivate_publishes_the_final_command_and_activate_holds_again(setup):
     client.set_state(q)
     client.steady_command()
     assert change_state(client, Transition.TRANSITION_DEACTIVATE)
-    time.sleep(0.2)
     gravity = clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q))
-    np.testing.assert_allclose(client.commands[-1], gravity, atol=1e-6)
+    assert wait_for(lambda: np.allclose(client.commands[-1], gravity, atol=1e-6), 2.0)
     client.settle(0.1)
     time.sleep(0.2)
     assert client.commands == []  # inactive: nothing commanded
@@ -414,9 +413,8 @@ def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
     procs.stop(proc, signal.SIGINT)
     assert proc.returncode == 0, procs.output(proc)
     assert 'final command (gravity_hold)' in procs.output(proc)
-    time.sleep(0.3)
-    np.testing.assert_allclose(client.commands[-1],
-                               clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)), atol=1e-6)
+    gravity = clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q))
+    assert wait_for(lambda: np.allclose(client.commands[-1], gravity, atol=1e-6), 2.0)
 
 
 def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(setup,
@@ -440,5 +438,4 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     np.testing.assert_allclose(tau, clip(pin_rnea(q, 0 * q, qdd))[[2, 1]], atol=1e-6)
     client.pause()
     assert processes.stop(proc) == 0
-    time.sleep(0.3)
-    np.testing.assert_array_equal(client.commands[-1], [0.0, 0.0])
+    assert wait_for(lambda: np.array_equal(client.commands[-1], [0.0, 0.0]), 2.0)
