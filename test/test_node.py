@@ -373,6 +373,22 @@ def test_stale_state_holds_against_gravity_then_stops_then_resumes(setup):
                                atol=1e-6)
 
 
+def test_stale_policy_stop_commands_nothing_at_once(setup):
+    client, procs, proc = setup
+    (result,) = client.set_parameters(stale_policy='stop')
+    assert result.successful
+    client.set_state(Q0)
+    client.steady_command()
+    client.pause()
+    client.settle(0.15)  # state_timeout 0.1 s
+    time.sleep(0.3)
+    assert client.commands == []
+    client.set_state(Q0)
+    client.steady_command()
+    (result,) = client.set_parameters(stale_policy='hold_then_stop')
+    assert result.successful
+
+
 def change_state(client, transition_id):
     from lifecycle_msgs.srv import ChangeState
     service = client.node.create_client(ChangeState, '/rnea_controller/change_state')
