@@ -37,6 +37,7 @@ import gc
 import math
 import os
 import signal
+import struct
 import sys
 import time
 
@@ -54,6 +55,7 @@ from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
@@ -159,6 +161,39 @@ class LoopStats:
         return rate, jitter, p50, p99
 
 
+class Serialized:
+    """A message serialized once (CDR), whose float64 arrays and header stamp are numpy views
+    into the serialized bytes: a tick writes numbers in place and publishes the bytes, with no
+    Python-to-C conversion and no serialization per message.
+
+    arrays: {field: length}; the offsets are found by serializing the message with sentinel
+    values (distinct doubles; stamp sec/nanosec) and locating them.
+    """
+
+    SENTINEL = 1.2345678901234567e300
+
+    def __init__(self, msg, arrays):
+        for k, (field, length) in enumerate(arrays.items()):
+            setattr(msg, field, array.array('d', [self.SENTINEL * (k + 2)] * length))
+        stamped = hasattr(msg, 'header')
+        if stamped:
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 0x5A5A5A5A, 0x3C3C3C3C
+        self._buffer = bytearray(serialize_message(msg))
+        self.arrays = {}
+        for k, (field, length) in enumerate(arrays.items()):
+            offset = self._buffer.find(struct.pack('<d', self.SENTINEL * (k + 2)))
+            self.arrays[field] = np.frombuffer(self._buffer, np.float64, length, offset)
+            self.arrays[field][:] = 0.0
+        if stamped:
+            offset = self._buffer.find(struct.pack('<iI', 0x5A5A5A5A, 0x3C3C3C3C))
+            self.stamp = np.frombuffer(self._buffer, np.uint32, 2, offset)
+            self.stamp[:] = 0
+
+    def bytes(self):
+        """The serialized message as it is now."""
+        return bytes(self._buffer)
+
+
 class ControllerNode(LifecycleNode):
     """rnea_controller: computed-torque control of an arm over ROS 2 topics (see module doc)."""
 
@@ -248,8 +283,8 @@ class ControllerNode(LifecycleNode):
             cfg = self.config
             tau = (self.controller.gravity_hold(cfg, self.q, rate_limited=False)
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
-            self._command[:] = tau
-            self.command_pub.publish(self.command_msg)
+            self.command_msg.arrays['data'][:] = tau
+            self.command_pub.publish(self.command_msg.bytes())
             self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
@@ -296,14 +331,9 @@ class ControllerNode(LifecycleNode):
         self._wrench_time = -math.inf
         self.controller = Controller(cfg)
         self._warm_up(cfg.model)
-        self.command_msg = Float64MultiArray(data=array.array('d', [0.0] * m))
-        self._command = np.frombuffer(self.command_msg.data, dtype=float)
-        self.reference_msg = JointState(name=list(cfg.joints))
-        views = []
-        for field in ('position', 'velocity', 'effort'):
-            setattr(self.reference_msg, field, array.array('d', [0.0] * m))
-            views.append(np.frombuffer(getattr(self.reference_msg, field), dtype=float))
-        self._reference = views
+        self.command_msg = Serialized(Float64MultiArray(), {'data': m})
+        self.reference_msg = Serialized(JointState(name=list(cfg.joints)),
+                                        {'position': m, 'velocity': m, 'effort': m})
         sim_time = self.get_parameter('use_sim_time').value
         self._now_ns = (lambda: self.get_clock().now().nanoseconds) if sim_time else time.time_ns
         self._t0_ns = self._now_ns()
@@ -352,15 +382,15 @@ class ControllerNode(LifecycleNode):
         self.stats.record(t_start, time.perf_counter(), cfg.period)
 
     def _publish(self, tau, ref, now_ns):
-        self._command[:] = tau
-        self.command_pub.publish(self.command_msg)
-        position, velocity, effort = self._reference
-        position[:] = ref[0]
-        velocity[:] = ref[1]
-        effort[:] = self.controller.feedforward
-        stamp = self.reference_msg.header.stamp
-        stamp.sec, stamp.nanosec = divmod(now_ns, 1_000_000_000)
-        self.reference_pub.publish(self.reference_msg)
+        """Command and reference, written into their pre-serialized messages and published."""
+        self.command_msg.arrays['data'][:] = tau
+        self.command_pub.publish(self.command_msg.bytes())
+        reference = self.reference_msg.arrays
+        reference['position'][:] = ref[0]
+        reference['velocity'][:] = ref[1]
+        reference['effort'][:] = self.controller.feedforward
+        self.reference_msg.stamp[:] = divmod(now_ns, 1_000_000_000)
+        self.reference_pub.publish(self.reference_msg.bytes())
 
     def _wrench(self, cfg, t_start):
         """f_ext from the newest ~/external_wrench unless older than external_wrench_timeout."""

@@ -458,3 +458,22 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     client.pause()
     assert processes.stop(proc) == 0
     assert wait_for(lambda: np.array_equal(client.commands[-1], [0.0, 0.0]), 2.0)
+
+
+def test_pre_serialized_messages_read_back_as_written():
+    from rclpy.serialization import deserialize_message
+
+    from rnea_controller.node import Serialized
+    msg = Serialized(JointState(name=JOINTS), {'position': 6, 'velocity': 6, 'effort': 6})
+    values = np.arange(18.0).reshape(3, 6) - 7.5
+    for field, row in zip(('position', 'velocity', 'effort'), values, strict=True):
+        msg.arrays[field][:] = row
+    msg.stamp[:] = divmod(1_795_262_202_361_665_669, 1_000_000_000)
+    back = deserialize_message(msg.bytes(), JointState)
+    assert list(back.name) == JOINTS
+    np.testing.assert_array_equal([back.position, back.velocity, back.effort], values)
+    assert (back.header.stamp.sec, back.header.stamp.nanosec) == (1_795_262_202, 361_665_669)
+    command = Serialized(Float64MultiArray(), {'data': 6})
+    command.arrays['data'][:] = values[0]
+    np.testing.assert_array_equal(deserialize_message(command.bytes(), Float64MultiArray).data,
+                                  values[0])
