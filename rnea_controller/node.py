@@ -55,13 +55,14 @@ from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.serialization import serialize_message
+from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
+from rnea_controller.cdr import JointStateReader
 from rnea_controller.control import Controller, DEFAULTS, joint_of_parameter, validate_parameters
 from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
 from rnea_controller.model import RobotModel
@@ -326,6 +327,7 @@ class ControllerNode(LifecycleNode):
         self._state_time = -math.inf
         self._names = None
         self._index = None
+        self._reader = JointStateReader()
         self._ref = np.zeros((3, m))
         self._f_ext = None
         self._wrench_time = -math.inf
@@ -356,7 +358,7 @@ class ControllerNode(LifecycleNode):
         self._publishers_ = [self.command_pub, self.reference_pub, self.diagnostics_pub]
         self._subscriptions_ = [
             self.create_subscription(JointState, self.get_parameter('joint_states_topic').value,
-                                     self._on_joint_states, state_qos),
+                                     self._on_joint_states, state_qos, raw=True),
             self.create_subscription(JointTrajectory, '~/joint_trajectory', self._on_trajectory,
                                      10),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10),
@@ -429,29 +431,40 @@ class ControllerNode(LifecycleNode):
 
     # --- inputs -------------------------------------------------------------------------
 
-    def _on_joint_states(self, msg):
-        """Take the model's joints from a JointState (any order, extras ignored) or drop it."""
+    def _on_joint_states(self, data):
+        """Take the model's joints from a serialized JointState (any order, extras ignored).
+
+        Read in place from the bytes (cdr.JointStateReader; other encodings are deserialized);
+        a message with mismatched lengths, non-finite values or missing joints is dropped.
+        """
         self.states_received += 1
         try:
-            names = msg.name
+            names, position, velocity = self._read_state(data)
             if names != self._names:
                 self._index = self._state_index(names)
-                self._names = list(names)
+                self._names = names
             n = len(names)
-            if len(msg.position) != n or len(msg.velocity) != n:
-                raise ValueError(f'{len(msg.position)} positions and {len(msg.velocity)} '
-                                 f'velocities for {n} names')
-            np.take(np.frombuffer(msg.position, dtype=float), self._index, out=self._scratch[0])
-            np.take(np.frombuffer(msg.velocity, dtype=float), self._index, out=self._scratch[1])
+            if len(position) != n or len(velocity) != n:
+                raise ValueError(f'{len(position)} positions and {len(velocity)} velocities '
+                                 f'for {n} names')
+            np.take(position, self._index, out=self._scratch[0])
+            np.take(velocity, self._index, out=self._scratch[1])
             if not math.isfinite(self._scratch.sum()):
                 raise ValueError('non-finite position or velocity of a model joint')
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, RuntimeError) as error:
             self._names = None
             return self._reject('joint_states', error)
         self.q[:] = self._scratch[0]
         self.qd[:] = self._scratch[1]
         self._state_time = time.perf_counter()
         self.have_state = True
+
+    def _read_state(self, data):
+        state = self._reader.read(data)
+        if state is None:
+            msg = deserialize_message(data, JointState)
+            state = (list(msg.name), np.array(msg.position), np.array(msg.velocity))
+        return state
 
     def _state_index(self, names):
         position = {name: i for i, name in enumerate(names)}
