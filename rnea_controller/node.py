@@ -24,7 +24,8 @@ On deactivate, shutdown, Ctrl-C or SIGTERM the node publishes one final command 
 Command line (besides --ros-args): `--executor events|single` (default events: rclpy's
 EventsExecutor, about half the CPU of the SingleThreadedExecutor at 1 kHz, see
 bench/bench_node.py), `--urdf FILE` (robot_description from a file), `--realtime-priority N`
-(SCHED_FIFO, off by default).
+(SCHED_FIFO priority for the loop; default 50 as ros2_control's controller manager, 0 = off;
+without the privilege it warns once and runs with the default scheduler).
 
 Diagnostics ('rnea_controller: control loop', 1 Hz): mode, control law, loop rate [Hz], period
 jitter p99 [us], tick compute p50/p99 [us], overruns (ticks longer than a period), missed ticks,
@@ -380,18 +381,22 @@ class ControllerNode(LifecycleNode):
             ref = self.trajectory.sample(t, self._ref)
             tau = self.controller.command(cfg, self.q, self.qd, ref, self._wrench(cfg, t_start))
             self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
-            self._publish(tau, ref, now_ns)
+            self._publish(tau, ref, now_ns + round(cfg.period * 1e9))
         self.stats.record(t_start, time.perf_counter(), cfg.period)
 
-    def _publish(self, tau, ref, now_ns):
-        """Command and reference, written into their pre-serialized messages and published."""
+    def _publish(self, tau, ref, ref_ns):
+        """Command and reference, written into their pre-serialized messages and published.
+
+        The reference is stamped `ref_ns`, the instant its desired state is for (this tick plus
+        one period), so that a bag pairs q_d(t) with the q(t) measured at that same instant.
+        """
         self.command_msg.arrays['data'][:] = tau
         self.command_pub.publish(self.command_msg.bytes())
         reference = self.reference_msg.arrays
         reference['position'][:] = ref[0]
         reference['velocity'][:] = ref[1]
         reference['effort'][:] = self.controller.feedforward
-        self.reference_msg.stamp[:] = divmod(now_ns, 1_000_000_000)
+        self.reference_msg.stamp[:] = divmod(ref_ns, 1_000_000_000)
         self.reference_pub.publish(self.reference_msg.bytes())
 
     def _wrench(self, cfg, t_start):
@@ -605,9 +610,11 @@ def main(args=None):
     parser = argparse.ArgumentParser(prog='controller', description=__doc__.split('\n')[0])
     parser.add_argument('--executor', choices=('events', 'single'), default='events',
                         help='rclpy executor (default: events, lower CPU; see bench_node.py)')
-    parser.add_argument('--realtime-priority', type=int, default=0, metavar='N',
-                        help='run with SCHED_FIFO priority N (1-99; needs CAP_SYS_NICE), as '
-                             "ros2_control's controller manager does; default 0: off")
+    parser.add_argument('--realtime-priority', type=int, default=50, metavar='N',
+                        help='SCHED_FIFO priority N (1-99) for the control loop, as '
+                             "ros2_control's controller manager (thread_priority 50); default "
+                             '50; 0: default scheduler. Without the privilege (CAP_SYS_NICE or '
+                             'an rtprio limit) it says so once and runs normally')
     parser.add_argument('--urdf', metavar='FILE',
                         help='read robot_description from this URDF file (instead of the '
                              'parameter or topic)')
