@@ -52,6 +52,13 @@ def clip(tau):
     return np.clip(tau, -LIMITS, LIMITS)
 
 
+def assert_holds(tau, ref, q):
+    """The node holds q: reference at q, command = Pinocchio's gravity torque g(q), clipped."""
+    np.testing.assert_allclose(ref.position, q, atol=1e-12)
+    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)),
+                               atol=1e-6)
+
+
 class Client:
     """The test's rclpy node: publishes states and trajectories, records what the node sends."""
 
@@ -171,10 +178,8 @@ def test_holds_the_measured_position_on_activation(setup):
     assert client.commands == []  # no state yet: nothing commanded
     client.set_state(Q0)
     tau, ref = client.steady_command()
-    np.testing.assert_allclose(ref.position, Q0, atol=1e-12)
+    assert_holds(tau, ref, Q0)
     np.testing.assert_allclose(ref.velocity, 0.0)
-    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, Q0)),
-                               atol=1e-6)
 
 
 def test_command_equals_the_computed_torque_law_of_pinocchio(client):
@@ -368,9 +373,7 @@ def test_stale_state_holds_against_gravity_then_stops_then_resumes(setup):
     q = Q0 - 0.05
     client.set_state(q)  # fresh states: hold the measured position
     tau, ref = client.steady_command()
-    np.testing.assert_allclose(ref.position, q, atol=1e-12)
-    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)),
-                               atol=1e-6)
+    assert_holds(tau, ref, q)
 
 
 def test_stale_policy_stop_commands_nothing_at_once(setup):
@@ -418,9 +421,7 @@ def test_deactivate_publishes_the_final_command_and_activate_holds_again(setup):
     time.sleep(0.1)  # the node has this state when it activates
     assert change_state(client, Transition.TRANSITION_ACTIVATE)
     tau, ref = client.steady_command()
-    np.testing.assert_allclose(ref.position, q, atol=1e-12)
-    np.testing.assert_allclose(tau, clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, q)),
-                               atol=1e-6)
+    assert_holds(tau, ref, q)
 
 
 def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
