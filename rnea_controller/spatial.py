@@ -82,16 +82,6 @@ def spatial_inertia(mass, com, inertia_com):
     return I
 
 
-def inertia_parts(I):
-    """Inverse of `spatial_inertia`: (mass [kg], com [m], inertia about com [kg·m²])."""
-    mass = I[0, 0]
-    if mass <= 0.0:
-        return 0.0, np.zeros(3), I[3:, 3:].copy()
-    C = I[3:, :3] / mass
-    com = np.array([C[2, 1], C[0, 2], C[1, 0]])
-    return mass, com, I[3:, 3:] + mass * C @ C
-
-
 def transform_inertia(I, R, p):
     """Inertia given in frame B, expressed in frame A, where B is placed in A by (R, p).
 
@@ -99,8 +89,3 @@ def transform_inertia(I, R, p):
     """
     X = plucker(R, p)
     return X.T @ I @ X
-
-
-def transform_force(f, R, p):
-    """Force [f; n] given in frame B, expressed in frame A, where B is placed in A by (R, p)."""
-    return plucker(R, p).T @ f
