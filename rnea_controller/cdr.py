@@ -9,9 +9,16 @@ velocity, effort (uint32 count, float64 values). Strings carry a uint32 length f
 `JointStateReader.read(data)` returns (names key, position, velocity) without building a
 Python message: the names are decoded only when their bytes differ from the previous message's.
 Anything else than little-endian plain CDR returns None (the caller deserializes it normally).
+
+`JointStateReader.take(data, out)` is the 1 kHz fast path, one compiled call: once the caller
+has `remember`ed which message entries it wants for the names last read, a message with the
+same name bytes has its positions and velocities gathered into `out` after every check
+(encoding, bounds, lengths, finiteness); anything else returns False and the caller takes the
+general path above, which says what is wrong.
 """
 import struct
 
+from numba import njit
 import numpy as np
 
 from rnea_controller.errors import RneaControllerError
@@ -71,6 +78,23 @@ class JointStateReader:
     def __init__(self):
         self._names_bytes = None
         self.names = None
+        self._known = np.zeros(0, np.uint8)  # name bytes (count, strings) whose index is known
+        self._index = np.zeros(0, np.intp)
+        _take(self._known, np.zeros(0), self._known, self._index, np.zeros((2, 0)))  # compile
+
+    def remember(self, index):
+        """For messages with the names last `read`: take entries `index` (np.intp) in `take`."""
+        self._known = np.frombuffer(self._names_bytes, np.uint8).copy()
+        self._index = np.ascontiguousarray(index, dtype=np.intp)
+
+    def take(self, data, out):
+        """out[0], out[1] = position[index], velocity[index] of a serialized JointState with
+        the remembered names, all finite; True if done, False if `read` must handle it."""
+        if len(data) < 16:
+            return False
+        return _take(np.frombuffer(data, np.uint8),
+                     np.frombuffer(data, np.float64, (len(data) - 4) // 8, 4),
+                     self._known, self._index, out)
 
     def read(self, data):
         """(names, position, velocity) views into `data`, or None if not plain CDR LE.
@@ -92,3 +116,49 @@ class JointStateReader:
         position, offset = _doubles(data, offset)
         velocity, _ = _doubles(data, offset)
         return self.names, position, velocity
+
+
+@njit(cache=True, inline='always')
+def _u32(b, offset):
+    """Little-endian uint32 at byte `offset` of the uint8 array b."""
+    return (np.int64(b[offset]) | (np.int64(b[offset + 1]) << 8)
+            | (np.int64(b[offset + 2]) << 16) | (np.int64(b[offset + 3]) << 24))
+
+
+@njit(cache=True, inline='always')
+def _aligned(offset, size):
+    return 4 + ((offset - 4 + size - 1) // size) * size
+
+
+@njit(cache=True)
+def _take(b, f, known, index, out):
+    """`JointStateReader.take` compiled. b: the bytes as uint8; f: the same bytes from offset 4
+    as float64 (CDR aligns doubles to 8 from there); known: the expected name bytes."""
+    size, m = b.shape[0], known.shape[0]
+    if m == 0 or size < 16 or b[0] != 0 or b[1] != 1:
+        return False
+    start = _aligned(16 + _u32(b, 12), 4)  # after stamp and frame_id
+    if start + m > size:
+        return False
+    for k in range(m):
+        if b[start + k] != known[k]:
+            return False
+    count = _u32(known, 0)
+    first = np.zeros(2, np.int64)
+    offset = start + m
+    for row in range(2):  # position, velocity
+        offset = _aligned(offset, 4)
+        if offset + 4 > size or _u32(b, offset) != count:
+            return False
+        offset = _aligned(offset + 4, 8) if count else offset + 4
+        if offset + 8 * count > size:
+            return False
+        first[row] = (offset - 4) // 8
+        offset += 8 * count
+    for j in range(index.shape[0]):
+        if not (np.isfinite(f[first[0] + index[j]]) and np.isfinite(f[first[1] + index[j]])):
+            return False
+    for j in range(index.shape[0]):
+        out[0, j] = f[first[0] + index[j]]
+        out[1, j] = f[first[1] + index[j]]
+    return True

@@ -33,8 +33,9 @@ import math
 from numba import njit
 import numpy as np
 
+from rnea_controller import rnea_kernel
 from rnea_controller.errors import DimensionError, ModelError, ParameterError
-from rnea_controller.rnea import mass_matrix, rnea
+from rnea_controller.rnea import body_forces, mass_matrix, rnea
 
 LAWS = ('computed_torque', 'feedforward_pd')
 STALE_POLICIES = ('hold_then_stop', 'hold', 'stop')
@@ -237,33 +238,53 @@ class Controller:
         self.fallbacks = 0
         self._previous = np.zeros(m)
         self._has_previous = False
+        self._T = np.zeros((2, n))
+        self._config = None
         self._compile(config)
 
     def _compile(self, cfg):
-        """Compile (or load from numba's disk cache) the two kernels now, not in a tick."""
+        """Compile (or load from numba's disk cache) the kernels now, not in a tick."""
         ref = np.zeros((3, len(cfg.joints)))
         q = np.zeros(cfg.model.n)
-        _assemble(cfg.index, q, q, ref, cfg.kp, cfg.kd, self._Q, self._QD, self._QDD, self._e)
-        _limit(cfg.index, self._Q, self._e, cfg.kp, cfg.kd, False, cfg.effort_limits, 0.0,
-               self._previous, self.tau, self.feedforward, np.zeros_like(self.saturation))
+        self._bind(cfg)
+        _tick(*self._arrays, rnea_kernel.model_zero_forces(cfg.model), cfg.index, q, q, ref,
+              cfg.kp, cfg.kd, False, cfg.effort_limits, 0.0, self._Q, self._QD, self._QDD,
+              self._T, self._e, self._previous, self.tau, self.feedforward,
+              np.zeros_like(self.saturation))
+
+    def _bind(self, cfg):
+        """The kernel's model arrays (parents ... inertias, v_0, a_0) for this config's model."""
+        if cfg is not self._config:
+            self._arrays = (*rnea_kernel.model_arrays(cfg.model),
+                            *rnea_kernel.model_base_motion(cfg.model))
+            self._zero_forces = rnea_kernel.model_zero_forces(cfg.model)
+            self._config = cfg
+        return self._arrays
 
     def reset(self):
         """Forget the previous command (the rate limit restarts from the next command)."""
         self._has_previous = False
 
     def command(self, cfg, q, qd, ref, f_ext=None):
-        """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size, finite) and ref (3, m).
+        """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size) and ref (3, m).
 
         ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`). One RNEA
         call on two rows: [q, qd, qdd_d + Kp e + Kd ed] (computed_torque) and the reference
-        [q_d, qd_d, qdd_d] (the feedforward, and the whole model torque of feedforward_pd).
+        [q_d, qd_d, qdd_d] (the feedforward, and the whole model torque of feedforward_pd),
+        assembled, computed and limited in ONE compiled call (`_tick`).
         """
-        _assemble(cfg.index, q, qd, ref, cfg.kp, cfg.kd, self._Q, self._QD, self._QDD, self._e)
-        try:
-            T = rnea(cfg.model, self._Q, self._QD, self._QDD, f_ext=f_ext)
-        except DimensionError:
-            T = self._nan
-        return self._finish(cfg, T, q, cfg.law == 'feedforward_pd', True)
+        n = cfg.model.n
+        if q.shape != (n,) or qd.shape != (n,) or ref.shape != (3, len(cfg.index)):
+            raise DimensionError(f'command: q {q.shape}, qd {qd.shape} and ref {ref.shape} '
+                                 f'do not fit {n} joints, {len(cfg.index)} controlled')
+        arrays = self._bind(cfg)
+        f_body = self._zero_forces if not f_ext else body_forces(cfg.model, f_ext, 2)
+        step = cfg.torque_rate_limit * cfg.period if self._has_previous else 0.0
+        finite = _tick(*arrays, f_body, cfg.index, q, qd, ref, cfg.kp, cfg.kd,
+                       cfg.law == 'feedforward_pd', cfg.effort_limits, step, self._Q, self._QD,
+                       self._QDD, self._T, self._e, self._previous, self.tau, self.feedforward,
+                       self.saturation)
+        return self._checked(cfg, finite, q)
 
     def gravity_hold(self, cfg, q, rate_limited=True):
         """Limited g(q) = RNEA(q, 0, 0) [N·m]: holds the measured position q against gravity."""
@@ -279,6 +300,10 @@ class Controller:
         step = cfg.torque_rate_limit * cfg.period if rate_limited and self._has_previous else 0.0
         finite = _limit(cfg.index, T, self._e, cfg.kp, cfg.kd, pd, cfg.effort_limits, step,
                         self._previous, self.tau, self.feedforward, self.saturation)
+        return self._checked(cfg, finite, q)
+
+    def _checked(self, cfg, finite, q):
+        """self.tau, or the fallback if the law was not finite; remembered for the rate limit."""
         if not finite:
             self._fall_back(cfg, q)
         self._previous[:] = self.tau
@@ -350,3 +375,20 @@ def _limit(index, T, e, kp, kd, pd, limits, step, previous, tau, feedforward, sa
         saturation[k] += t != raw
         tau[k] = t
     return finite
+
+
+@njit(cache=True)
+def _tick(parents, prismatic, axes, R_tree, p_tree, I, v0, a0, f_ext, index, q, qd, ref, kp,
+          kd, pd, limits, step, Q, QD, QDD, T, e, previous, tau, feedforward, saturation):
+    """One tick's law in one compiled call: `_assemble`, RNEA on the two rows, `_limit`.
+
+    A non-finite RNEA result (from non-finite q or qd) makes both rows NaN, so that `_limit`
+    reports it and the caller falls back. Returns False if the law was not finite.
+    Note: numba's disk cache does not see edits to rnea_kernel.py; clear __pycache__ then.
+    """
+    _assemble(index, q, qd, ref, kp, kd, Q, QD, QDD, e)
+    total = rnea_kernel.rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, Q, QD, QDD, v0,
+                                   a0, f_ext, T)
+    if not np.isfinite(total):
+        T[:] = np.nan
+    return _limit(index, T, e, kp, kd, pd, limits, step, previous, tau, feedforward, saturation)

@@ -27,10 +27,12 @@ bench/bench_node.py), `--urdf FILE` (robot_description from a file), `--realtime
 (SCHED_FIFO priority for the loop; default 50 as ros2_control's controller manager, 0 = off;
 without the privilege it warns once and runs with the default scheduler).
 
-Diagnostics ('rnea_controller: control loop', 1 Hz): mode, control law, loop rate [Hz], period
-jitter p99 [us], tick compute p50/p99 [us], overruns (ticks longer than a period), missed ticks,
-ticks, state age [ms], joint states received, rejected messages (and per input), non-finite
-fallbacks, saturation <joint> (ticks that joint's command was limited).
+Diagnostics ('rnea_controller: control loop', 1 Hz, published by the tick once a second right
+after its command, in the slack of that period): mode, control law, loop rate [Hz], period
+jitter p99 [us], tick compute p50/p99 [us] (tick start to reference published), overruns (ticks
+longer than a period), missed ticks, ticks, state age [ms], joint states received, rejected
+messages (and per input), non-finite fallbacks, saturation <joint> (ticks that joint's command
+was limited), diagnostics publish [us] (the previous one's cost).
 """
 import argparse
 import array
@@ -66,6 +68,7 @@ from trajectory_msgs.msg import JointTrajectory
 from rnea_controller.cdr import JointStateReader
 from rnea_controller.control import Controller, DEFAULTS, joint_of_parameter, validate_parameters
 from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
+from rnea_controller.loop_stats import LoopStats
 from rnea_controller.model import RobotModel
 from rnea_controller.rnea import rnea
 from rnea_controller.trajectory import plan, Trajectory, TrajectoryPoint
@@ -128,39 +131,6 @@ def _descriptor(description, bounds, read_only=False):
         descriptor.floating_point_range = [FloatingPointRange(
             from_value=float(bounds[0]), to_value=float(bounds[1]))]
     return descriptor
-
-
-class LoopStats:
-    """Ring buffer of tick start times and compute times [s], summarised once a second."""
-
-    def __init__(self, size=8192):
-        self.start = np.zeros(size)
-        self.compute = np.zeros(size)
-        self.count = 0
-        self.overruns = 0
-        self.missed = 0
-        self._reported = 0
-
-    def record(self, t_start, t_end, period):
-        i = self.count % len(self.start)
-        self.start[i] = t_start
-        self.compute[i] = t_end - t_start
-        self.count += 1
-        self.overruns += self.compute[i] > period
-
-    def summary(self, period):
-        """(rate [Hz], jitter p99, compute p50 and p99 [µs]) of the ticks since the last call."""
-        fresh = min(self.count - self._reported, len(self.start) - 1)
-        self._reported = self.count
-        if fresh < 2:
-            return 0.0, math.nan, math.nan, math.nan
-        idx = np.arange(self.count - fresh - 1, self.count) % len(self.start)
-        periods = np.diff(self.start[idx])
-        self.missed += int(np.sum(np.maximum(np.round(periods / period) - 1, 0)))
-        jitter = np.percentile(np.abs(periods - period), 99) * 1e6
-        rate = len(periods) / max(periods.sum(), 1e-9)
-        p50, p99 = np.percentile(self.compute[idx[1:]], (50, 99)) * 1e6
-        return rate, jitter, p50, p99
 
 
 class Serialized:
@@ -248,7 +218,7 @@ class ControllerNode(LifecycleNode):
         self._stale_since = None
         self.mode = 'waiting for joint states'
         self._timer = self.create_timer(self.config.period, self._tick)
-        self._diagnostics_timer = self.create_timer(1.0, self._publish_diagnostics)
+        self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active')
         return TransitionCallbackReturn.SUCCESS
 
@@ -279,7 +249,6 @@ class ControllerNode(LifecycleNode):
 
     def _stop_loop(self):
         self.destroy_timer(self._timer)
-        self.destroy_timer(self._diagnostics_timer)
         self._timer = None
         if self.have_state:
             cfg = self.config
@@ -341,11 +310,13 @@ class ControllerNode(LifecycleNode):
         self._now_ns = (lambda: self.get_clock().now().nanoseconds) if sim_time else time.time_ns
         self._t0_ns = self._now_ns()
         self.stats = LoopStats()
+        self._diagnostics_time = 0.0
 
     @staticmethod
     def _warm_up(model):
-        """Compile RNEA's paths (with and without f_ext) now, not in the first ticks."""
+        """Compile RNEA's paths (with and without f_ext) and the sampler now, not in a tick."""
         zeros = np.zeros((2, model.n))
+        Trajectory.hold(zeros[0]).sample(0.0)
         link = next(link for link in model.link_names if model.link_frame(link)[0] >= 0)
         rnea(model, zeros, zeros, zeros)
         rnea(model, zeros, zeros, zeros, f_ext={link: np.zeros(6)})
@@ -382,7 +353,12 @@ class ControllerNode(LifecycleNode):
             tau = self.controller.command(cfg, self.q, self.qd, ref, self._wrench(cfg, t_start))
             self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
             self._publish(tau, ref, now_ns + round(cfg.period * 1e9))
-        self.stats.record(t_start, time.perf_counter(), cfg.period)
+        t_end = time.perf_counter()
+        self.stats.record(t_start, t_end, cfg.period)
+        if t_end >= self._diagnostics_due:  # once a second, in the slack after the command
+            self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
+            self._publish_diagnostics()
+            self._diagnostics_time = time.perf_counter() - t_end
 
     def _publish(self, tau, ref, ref_ns):
         """Command and reference, written into their pre-serialized messages and published.
@@ -439,37 +415,43 @@ class ControllerNode(LifecycleNode):
     def _on_joint_states(self, data):
         """Take the model's joints from a serialized JointState (any order, extras ignored).
 
-        Read in place from the bytes (cdr.JointStateReader; other encodings are deserialized);
-        a message with mismatched lengths, non-finite values or missing joints is dropped.
+        Read in place from the bytes: `JointStateReader.take`, one compiled call, for names
+        already seen; otherwise the general path (other encodings are deserialized). A message
+        with mismatched lengths, non-finite values or missing joints is dropped and counted.
         """
         self.states_received += 1
-        try:
-            names, position, velocity = self._read_state(data)
-            if names != self._names:
-                self._index = self._state_index(names)
-                self._names = names
-            n = len(names)
-            if len(position) != n or len(velocity) != n:
-                raise ValueError(f'{len(position)} positions and {len(velocity)} velocities '
-                                 f'for {n} names')
-            np.take(position, self._index, out=self._scratch[0])
-            np.take(velocity, self._index, out=self._scratch[1])
-            if not math.isfinite(self._scratch.sum()):
-                raise ValueError('non-finite position or velocity of a model joint')
-        except (ValueError, TypeError, RuntimeError) as error:
-            self._names = None
-            return self._reject('joint_states', error)
+        if not self._reader.take(data, self._scratch):
+            try:
+                self._read_general(data)
+            except (ValueError, TypeError, RuntimeError) as error:
+                self._names = None
+                return self._reject('joint_states', error)
         self.q[:] = self._scratch[0]
         self.qd[:] = self._scratch[1]
         self._state_time = time.perf_counter()
         self.have_state = True
 
-    def _read_state(self, data):
+    def _read_general(self, data):
+        """Any JointState into self._scratch, or ValueError saying what is wrong with it."""
         state = self._reader.read(data)
-        if state is None:
+        in_place = state is not None
+        if not in_place:
             msg = deserialize_message(data, JointState)
             state = (list(msg.name), np.array(msg.position), np.array(msg.velocity))
-        return state
+        names, position, velocity = state
+        if names != self._names:
+            self._index = self._state_index(names)
+            self._names = names
+        n = len(names)
+        if len(position) != n or len(velocity) != n:
+            raise ValueError(f'{len(position)} positions and {len(velocity)} velocities '
+                             f'for {n} names')
+        np.take(position, self._index, out=self._scratch[0])
+        np.take(velocity, self._index, out=self._scratch[1])
+        if not math.isfinite(self._scratch.sum()):
+            raise ValueError('non-finite position or velocity of a model joint')
+        if in_place:
+            self._reader.remember(self._index)  # the next ones with these names: fast path
 
     def _state_index(self, names):
         position = {name: i for i, name in enumerate(names)}
@@ -553,6 +535,8 @@ class ControllerNode(LifecycleNode):
     # --- diagnostics --------------------------------------------------------------------
 
     def _publish_diagnostics(self):
+        """The 1 Hz status; called from the tick right after its command, so that its few
+        hundred microseconds use the slack of that period and never delay a tick."""
         cfg = self.config
         rate, jitter, p50, p99 = self.stats.summary(cfg.period)
         age = (time.perf_counter() - self._state_time) * 1e3 if self.have_state else math.inf
@@ -568,6 +552,7 @@ class ControllerNode(LifecycleNode):
             'non-finite fallbacks': self.controller.fallbacks,
             **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, self.controller.saturation,
                                                          strict=True)},
+            'diagnostics publish [us]': f'{self._diagnostics_time * 1e6:.0f}',
         }
         stale = self.mode.startswith('stale') or self.mode.startswith('waiting')
         status = DiagnosticStatus(

@@ -46,7 +46,7 @@ def rnea(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity=None,
     v0, a0 = _base_motion(model, gravity, base_velocity, base_acceleration)
     tau = np.empty_like(q)
     total = rnea_kernel.rnea_batch(*rnea_kernel.model_arrays(model), q, qd, qdd, v0, a0,
-                                   _body_forces(model, f_ext, len(q)), tau)
+                                   body_forces(model, f_ext, len(q)), tau)
     if not math.isfinite(total):  # NaN and inf in any input propagate to tau
         original = (q, qd, qdd) if batched else (q[0], qd[0], qdd[0])
         _states(model, *original, check_finite=True)
@@ -59,7 +59,7 @@ def rnea_reference(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity
     """Same as `rnea`, one state at a time, written as the seeds' pseudocode (slow, readable)."""
     q, qd, qdd, batched = _states(model, q, qd, qdd)
     v0, a0 = _base_motion(model, gravity, base_velocity, base_acceleration)
-    f_body = _body_forces(model, f_ext, len(q))
+    f_body = body_forces(model, f_ext, len(q))
     tau = np.array([_rnea_one(model, *state, v0, a0) for state in zip(q, qd, qdd, f_body)])
     return tau if batched else tau[0]
 
@@ -165,7 +165,7 @@ def _base_motion(model, gravity, base_velocity, base_acceleration):
     return v0, a0
 
 
-def _body_forces(model, f_ext, N):
+def body_forces(model, f_ext, N):
     """External wrenches per body in body coordinates, shape (N, n, 6) (or (1, n, 6) zeros)."""
     if not f_ext:
         return rnea_kernel.model_zero_forces(model)

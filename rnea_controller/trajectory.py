@@ -26,6 +26,7 @@ ends in the past.
 from dataclasses import dataclass
 import math
 
+from numba import njit
 import numpy as np
 
 from rnea_controller.errors import TrajectoryError
@@ -75,12 +76,11 @@ class Trajectory:
     """
 
     def __init__(self, times, coefficients, final_position):
-        self.times = np.asarray(times, dtype=float)          # (m+1,) knot times [s]
-        self.coefficients = np.asarray(coefficients, dtype=float)  # (m, 6, n)
-        self.final_position = np.asarray(final_position, dtype=float)  # (n,)
+        self.times = np.ascontiguousarray(times, dtype=float)  # (m+1,) knot times [s]
+        self.coefficients = np.ascontiguousarray(coefficients, dtype=float)  # (m, 6, n)
+        self.final_position = np.ascontiguousarray(final_position, dtype=float)  # (n,)
         self.n = self.final_position.shape[0]
         self._t_last = float(self.times[-1]) if len(self.coefficients) else -np.inf
-        self._basis = np.zeros((3, 6))
 
     @classmethod
     def hold(cls, q, t=0.0):
@@ -105,30 +105,34 @@ class Trajectory:
     def sample(self, t, out=None):
         """Desired (q_d, qd_d, qdd_d) at time t [s] as rows of a (3, n) array.
 
-        Basis rows: [1, s, s^2, ..., s^5], its first and its second derivative, times the
-        segment's coefficients: out = B(s) @ c_k. `out` (3, n) is filled in place if given.
+        On segment k, with s = t - t_k and its coefficients c_0..c_5 (Horner's scheme):
+        q_d = Σ c_j s^j, qd_d = Σ j c_j s^(j-1), qdd_d = Σ j (j-1) c_j s^(j-2).
+        `out` (3, n) is filled in place if given.
         """
         if out is None:
             out = np.empty((3, self.n))
-        if t >= self._t_last:
-            out[0] = self.final_position
-            out[1:] = 0.0
-            return out
-        k = max(int(np.searchsorted(self.times, t, side='right')) - 1, 0)
-        s = max(t - self.times[k], 0.0)
-        B = self._basis_at(s)
-        np.matmul(B, self.coefficients[k], out=out)
+        _sample(self.times, self.coefficients, self.final_position, float(t), out)
         return out
 
-    def _basis_at(self, s):
-        """B(s): rows d^j/ds^j [1, s, s^2, s^3, s^4, s^5] for j = 0, 1, 2 (a fresh 3x6 array)."""
-        s2 = s * s
-        s3 = s2 * s
-        return np.array((
-            (1.0, s, s2, s3, s2 * s2, s3 * s2),
-            (0.0, 1.0, 2.0 * s, 3.0 * s2, 4.0 * s3, 5.0 * s2 * s2),
-            (0.0, 0.0, 2.0, 6.0 * s, 12.0 * s2, 20.0 * s3),
-        ))
+
+@njit(cache=True)
+def _sample(times, coefficients, final_position, t, out):
+    """`Trajectory.sample` compiled: (3, n) rows q_d, qd_d, qdd_d at t [s] into `out`."""
+    m = coefficients.shape[0]
+    if m == 0 or t >= times[m]:
+        for j in range(final_position.shape[0]):
+            out[0, j] = final_position[j]
+            out[1, j] = 0.0
+            out[2, j] = 0.0
+        return
+    k = max(np.searchsorted(times, t, side='right') - 1, 0)
+    s = max(t - times[k], 0.0)
+    c = coefficients[k]
+    for j in range(c.shape[1]):
+        c0, c1, c2, c3, c4, c5 = c[0, j], c[1, j], c[2, j], c[3, j], c[4, j], c[5, j]
+        out[0, j] = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
+        out[1, j] = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
+        out[2, j] = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * 20.0 * c5))
 
 
 def _check_names(names, joint_names, allow_partial):

@@ -63,3 +63,58 @@ def test_other_encodings_are_left_to_the_caller():
     assert JointStateReader().read(bytes(raw)) is None
     with pytest.raises(ValueError):
         JointStateReader().read(serialized(['a'], [1.0], [2.0])[:20])
+
+
+unique_names = st.lists(text, min_size=1, max_size=9, unique=True)
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), unique_names, text)
+def test_take_gathers_what_read_reads(data, name, frame_id):
+    n = len(name)
+    position = data.draw(st.lists(finite, min_size=n, max_size=n))
+    velocity = data.draw(st.lists(finite, min_size=n, max_size=n))
+    index = np.array(data.draw(st.permutations(range(n))), dtype=np.intp)
+    raw = serialized(name, position, velocity, frame_id=frame_id)
+    reader, out = JointStateReader(), np.zeros((2, n))
+    assert not reader.take(raw, out)  # nothing remembered yet
+    reader.read(raw)
+    reader.remember(index)
+    assert reader.take(raw, out)
+    np.testing.assert_array_equal(out, [np.array(position)[index], np.array(velocity)[index]])
+    other = serialized(name[::-1] + ['x'], position[::-1] + [0.0], velocity[::-1] + [0.0])
+    assert not reader.take(other, out)  # other names: the caller reads them
+
+
+def test_take_refuses_non_finite_and_mismatched_lengths():
+    reader, out = JointStateReader(), np.full((2, 2), 7.0)
+    reader.read(serialized(['a', 'b'], [1.0, 2.0], [3.0, 4.0]))
+    reader.remember(np.array([1, 0]))
+    assert not reader.take(serialized(['a', 'b'], [1.0, np.nan], [3.0, 4.0]), out)
+    assert not reader.take(serialized(['a', 'b'], [1.0, 2.0], [3.0, np.inf]), out)
+    assert not reader.take(serialized(['a', 'b'], [1.0, 2.0], [3.0]), out)
+    assert not reader.take(serialized(['a', 'b'], [1.0, 2.0, 5.0], [3.0, 4.0]), out)
+    np.testing.assert_array_equal(out, 7.0)  # untouched by every refusal
+    assert reader.take(serialized(['a', 'b'], [1.0, 2.0], [3.0, 4.0]), out)
+    np.testing.assert_array_equal(out, [[2.0, 1.0], [4.0, 3.0]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_take_on_corrupted_bytes_agrees_with_read_or_declines(data):
+    good = serialized(['joint_a', 'joint_b'], [1.0, 2.0], [3.0, 4.0], [5.0])
+    reader, out = JointStateReader(), np.zeros((2, 2))
+    reader.read(good)
+    reader.remember(np.array([0, 1]))
+    raw = bytearray(good)
+    cut = data.draw(st.integers(0, len(raw)))
+    for index, value in data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1),
+                                                     st.integers(0, 255)), max_size=3)):
+        raw[index] = value
+    raw = bytes(raw[:cut])
+    if not reader.take(raw, out):
+        return
+    names, position, velocity = JointStateReader().read(raw)  # must not raise
+    assert names == ['joint_a', 'joint_b']
+    np.testing.assert_array_equal(out, [position, velocity])
