@@ -6,7 +6,8 @@ For each run, side by side: the controller node (subprocess `controller --execut
 Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
 publishing its joint states at 1 kHz, and a bare rclpy node with a 1 kHz timer and the same
 executor (the peer). A run is `events` or `single` (the executor), optionally `+rtN`: node and
-bare timer alike with SCHED_FIFO priority N. Printed per run: achieved loop rate, missed ticks,
+bare timer alike with SCHED_FIFO priority N, and `+cpuK`: node and bare timer alike bound to CPU
+core K (the node's --cpu-affinity). Printed per run: achieved loop rate, missed ticks,
 tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost joint-state messages,
 period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured
 in-process. Per-second figures come from the node's /diagnostics (and the same computation in
@@ -35,6 +36,8 @@ PANDA_JOINTS = [f'panda_joint{i}' for i in range(1, 8)]
 PANDA_HOME = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
 PERIOD = 1e-3
 VENV_BIN = Path(sys.executable).parent
+LAST_CPU = max(os.sched_getaffinity(0))
+DEFAULT_RUNS = ['events+rt50', f'events+rt50+cpu{LAST_CPU}', 'events', 'single']
 
 
 def locked_panda_urdf(directory):
@@ -76,11 +79,21 @@ def per_second_stats(starts, period):
     return np.array(rates), np.array(jitters)
 
 
-def bare_timer(duration, executor_kind, priority):
+def parse_label(label):
+    """'events+rt50+cpu1' -> ('events', '50', '1'); priority '0' and cpu '' when absent."""
+    executor, *options = label.split('+')
+    priority = next((o[2:] for o in options if o.startswith('rt')), '0')
+    cpu = next((o[3:] for o in options if o.startswith('cpu')), '')
+    return executor, priority, cpu
+
+
+def bare_timer(duration, executor_kind, priority, cpu):
     """Peer: an rclpy node whose 1 kHz timer only records its start time; prints JSON stats."""
     import rclpy
 
-    from rnea_controller.node import set_realtime_priority
+    from rnea_controller.node import set_cpu_affinity, set_realtime_priority
+    if cpu:
+        set_cpu_affinity([int(cpu)])
     if priority:
         set_realtime_priority(priority)
     rclpy.init()
@@ -97,9 +110,12 @@ def bare_timer(duration, executor_kind, priority):
     cpu0, t0 = cpu_seconds(os.getpid()), time.perf_counter()
     spin_for(executor, duration)
     cpu = (cpu_seconds(os.getpid()) - cpu0) / (time.perf_counter() - t0) * 100
-    rates, jitters = per_second_stats(starts[:count[0]], PERIOD)
+    starts = starts[:count[0]]
+    rates, jitters = per_second_stats(starts, PERIOD)
+    missed = np.sum(np.maximum(np.round(np.diff(starts) / PERIOD) - 1, 0))
     print(json.dumps({'rate': float(np.median(rates)), 'jitter_p99': jitters.tolist(),
-                      'cpu': cpu}), flush=True)
+                      'cpu': cpu, 'missed %': 100.0 * missed / (len(starts) + missed)}),
+          flush=True)
 
 
 def feeder(duration):
@@ -178,13 +194,14 @@ def stop(proc):
 
 def run(label, duration, urdf, observer, tmp):
     """One side-by-side run; returns the figures of the controller and of the bare timer."""
-    executor, _, priority = label.partition('+rt')
-    priority = priority or '0'
+    executor, priority, cpu = parse_label(label)
+    affinity = ['--cpu-affinity', cpu] if cpu else []
     me = [sys.executable, __file__]
     logs = {name: open(Path(tmp) / f'{name}-{label}.log', 'w+')
             for name in ('controller', 'feeder', 'bare')}
     controller = start([str(VENV_BIN / 'controller'), '--executor', executor, '--urdf',
-                        str(urdf), '--realtime-priority', priority], logs['controller'])
+                        str(urdf), '--realtime-priority', priority, *affinity],
+                       logs['controller'])
     procs = [controller]
     try:
         observer.seconds.clear()
@@ -197,7 +214,7 @@ def run(label, duration, urdf, observer, tmp):
             observer.spin(0.1)
         observer.spin(1.0)  # one full second of control before measuring
         procs.append(start(me + ['--bare-timer', str(duration), '--executor', executor,
-                                 '--priority', priority], logs['bare']))
+                                 '--priority', priority, '--cpu', cpu], logs['bare']))
         observer.seconds.clear()
         cpu0, t0 = cpu_seconds(controller.pid), time.perf_counter()
         observer.spin(duration)
@@ -234,6 +251,7 @@ def summarise(seconds, cpu, sent, received, bare):
         'cpu %': cpu, 'sent': sent, 'lost': sent - received,
         'jitter p99': jitter, 'jitter p99 worst': float(np.max(column['period jitter p99 [us]'])),
         'bare jitter p99': bare_jitter, 'bare rate': bare['rate'], 'bare cpu %': bare['cpu'],
+        'bare missed %': bare['missed %'],
         'jitter ratio': jitter / bare_jitter,
     }
 
@@ -276,6 +294,7 @@ def report(results, p50):
             ('period jitter p99 [µs] (worst s)', 'jitter p99 worst', '{:.1f}', ''),
             ('bare timer: jitter p99 [µs]', 'bare jitter p99', '{:.1f}', ''),
             ('bare timer: rate [Hz]', 'bare rate', '{:.1f}', ''),
+            ('bare timer: missed ticks [%]', 'bare missed %', '{:.3f}', ''),
             ('bare timer: CPU [% of a core]', 'bare cpu %', '{:.1f}', ''),
             ('jitter ratio node / bare', 'jitter ratio', '{:.2f}', '<= 1.2')]
     kinds = list(results)
@@ -288,16 +307,18 @@ def report(results, p50):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--duration', type=float, default=30.0, help='[s] per executor')
-    parser.add_argument('--runs', nargs='+', default=['events', 'single', 'events+rt50'],
+    parser.add_argument('--runs', nargs='+', default=DEFAULT_RUNS,
                         help='executor (events, single), +rtN: node and bare timer with '
-                             'SCHED_FIFO priority N (default: events single events+rt50)')
+                             'SCHED_FIFO priority N, +cpuK: both bound to core K (default: '
+                             f'{" ".join(DEFAULT_RUNS)})')
     parser.add_argument('--executor', default='events', help=argparse.SUPPRESS)
     parser.add_argument('--priority', type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument('--cpu', default='', help=argparse.SUPPRESS)
     parser.add_argument('--bare-timer', type=float, help=argparse.SUPPRESS)
     parser.add_argument('--feeder', type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_timer:
-        return bare_timer(args.bare_timer, args.executor, args.priority)
+        return bare_timer(args.bare_timer, args.executor, args.priority, args.cpu)
     if args.feeder:
         return feeder(args.feeder)
     with tempfile.TemporaryDirectory() as tmp:

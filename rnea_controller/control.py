@@ -243,14 +243,21 @@ class Controller:
         self._compile(config)
 
     def _compile(self, cfg):
-        """Compile (or load from numba's disk cache) the kernels now, not in a tick."""
-        ref = np.zeros((3, len(cfg.joints)))
-        q = np.zeros(cfg.model.n)
+        """Compile (or load from numba's disk cache) the tick kernel now, not in a tick, and
+        check it once against `rnea` on a moving state: numba's cache does not see edits to
+        rnea_kernel.py, which `_tick` calls, so a stale cached `_tick` is recompiled."""
+        n, m = cfg.model.n, len(cfg.joints)
+        q, qd = 0.3 * np.sin(np.arange(1.0, n + 1)), 0.2 * np.cos(np.arange(1.0, n + 1))
+        ref = np.vstack((q[cfg.index] + 0.01, qd[cfg.index], np.full(m, 0.5)))
         self._bind(cfg)
-        _tick(*self._arrays, rnea_kernel.model_zero_forces(cfg.model), cfg.index, q, q, ref,
-              cfg.kp, cfg.kd, False, cfg.effort_limits, 0.0, self._Q, self._QD, self._QDD,
-              self._T, self._e, self._previous, self.tau, self.feedforward,
-              np.zeros_like(self.saturation))
+        for attempt in range(2):
+            _tick(*self._arrays, self._zero_forces, cfg.index, q, qd, ref, cfg.kp, cfg.kd,
+                  False, np.full(m, np.inf), 0.0, self._Q, self._QD, self._QDD, self._T,
+                  self._e, self._previous, self.tau, self.feedforward,
+                  np.zeros_like(self.saturation))
+            if np.allclose(self._T, rnea(cfg.model, self._Q, self._QD, self._QDD)) or attempt:
+                break
+            _tick.recompile()
 
     def _bind(self, cfg):
         """The kernel's model arrays (parents ... inertias, v_0, a_0) for this config's model."""

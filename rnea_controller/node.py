@@ -25,7 +25,9 @@ Command line (besides --ros-args): `--executor events|single` (default events: r
 EventsExecutor, about half the CPU of the SingleThreadedExecutor at 1 kHz, see
 bench/bench_node.py), `--urdf FILE` (robot_description from a file), `--realtime-priority N`
 (SCHED_FIFO priority for the loop; default 50 as ros2_control's controller manager, 0 = off;
-without the privilege it warns once and runs with the default scheduler).
+without the privilege it warns once and runs with the default scheduler), `--cpu-affinity CPU
+[CPU ...]` (bind the process, DDS threads included, to these cores, as ros2_control_node's
+`cpu_affinity`; default: not bound).
 
 Diagnostics ('rnea_controller: control loop', 1 Hz, published by the tick once a second right
 after its command, in the slack of that period): mode, control law, loop rate [Hz], period
@@ -584,6 +586,16 @@ def set_realtime_priority(priority):
               'running with the default scheduler', file=sys.stderr)
 
 
+def set_cpu_affinity(cpus):
+    """Bind this process (and the threads it creates later) to `cpus`; SystemExit if it can't."""
+    try:
+        os.sched_setaffinity(0, cpus)
+    except (OSError, ValueError) as error:
+        allowed = sorted(os.sched_getaffinity(0))
+        raise SystemExit(f'controller: --cpu-affinity {" ".join(map(str, cpus))}: {error} '
+                         f'(this process may use CPUs {allowed})') from None
+
+
 def _request_stop(signum, frame):
     """SIGINT/SIGTERM: ask the spin loop to stop (no exception inside a callback)."""
     _STOP.append(signum)
@@ -600,6 +612,11 @@ def main(args=None):
                              "ros2_control's controller manager (thread_priority 50); default "
                              '50; 0: default scheduler. Without the privilege (CAP_SYS_NICE or '
                              'an rtprio limit) it says so once and runs normally')
+    parser.add_argument('--cpu-affinity', type=int, nargs='+', metavar='CPU',
+                        help="bind the process, DDS threads included, to these CPU cores, as "
+                             "ros2_control_node's cpu_affinity (default: not bound). One "
+                             'isolated core keeps the loop and its DDS threads on warm caches; '
+                             'see bench/bench_node.py')
     parser.add_argument('--urdf', metavar='FILE',
                         help='read robot_description from this URDF file (instead of the '
                              'parameter or topic)')
@@ -608,7 +625,9 @@ def main(args=None):
     if options.urdf:
         with open(options.urdf, encoding='utf-8') as file:
             overrides.append(Parameter('robot_description', value=file.read()))
-    if options.realtime_priority:  # before rclpy.init: the DDS threads inherit it
+    if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
+        set_cpu_affinity(options.cpu_affinity)
+    if options.realtime_priority:
         set_realtime_priority(options.realtime_priority)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, _request_stop)
