@@ -577,19 +577,26 @@ def make_executor(kind):
 _STOP = []
 
 
+def _threads():
+    """Ids of this process's threads (those already started, e.g. by numpy's BLAS, too)."""
+    return [int(tid) for tid in os.listdir('/proc/self/task')]
+
+
 def set_realtime_priority(priority):
-    """SCHED_FIFO at `priority` for this process (threads created later inherit it)."""
+    """SCHED_FIFO at `priority` for this process: its threads now and those created later."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        for tid in _threads():
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
     except (OSError, ValueError) as error:
         print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
               'running with the default scheduler', file=sys.stderr)
 
 
 def set_cpu_affinity(cpus):
-    """Bind this process (and the threads it creates later) to `cpus`; SystemExit if it can't."""
+    """Bind this process (its threads now and later) to `cpus`; SystemExit if it can't."""
     try:
-        os.sched_setaffinity(0, cpus)
+        for tid in _threads():
+            os.sched_setaffinity(tid, cpus)
     except (OSError, ValueError) as error:
         allowed = sorted(os.sched_getaffinity(0))
         raise SystemExit(f'controller: --cpu-affinity {" ".join(map(str, cpus))}: {error} '

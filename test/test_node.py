@@ -3,6 +3,8 @@
 One node serves the whole module (tests run in file order: activation hold first, Ctrl-C last).
 A background thread publishes the "measured" joint state at 200 Hz unless paused.
 """
+import os
+from pathlib import Path
 import re
 import signal
 import threading
@@ -439,6 +441,7 @@ def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
 
 def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(setup,
                                                                                processes):
+    """Also: --cpu-affinity binds the whole process (DDS threads included) to that core."""
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
     client, _, _ = setup
@@ -447,10 +450,14 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     description.publish(String(data=default_urdf_path().read_text()))
     q = Q0 + 0.04
     client.set_state(q)
-    proc = processes.start([console_script('controller'), '--ros-args',
-                            '-p', 'joints:=[elbow_joint, shoulder_lift_joint]',
+    cpu = max(os.sched_getaffinity(0))
+    proc = processes.start([console_script('controller'), '--cpu-affinity', str(cpu),
+                            '--ros-args', '-p', 'joints:=[elbow_joint, shoulder_lift_joint]',
                             '-p', 'final_command:=zero'])
     assert wait_for(lambda: 'active' in processes.output(proc), 15.0), processes.output(proc)
+    threads = list(Path(f'/proc/{proc.pid}/task').iterdir())
+    assert len(threads) > 3  # the executor's and DDS's threads
+    assert all(f'Cpus_allowed_list:\t{cpu}\n' in (t / 'status').read_text() for t in threads)
     tau, ref = client.steady_command()
     assert list(ref.name) == ['elbow_joint', 'shoulder_lift_joint'] and len(tau) == 2
     qdd = np.zeros(6)
@@ -459,6 +466,14 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     client.pause()
     assert processes.stop(proc) == 0
     assert wait_for(lambda: np.array_equal(client.commands[-1], [0.0, 0.0]), 2.0)
+
+
+def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):
+    proc = processes.start([console_script('controller'), '--cpu-affinity', '4096'])
+    assert proc.wait(30) != 0
+    allowed = sorted(os.sched_getaffinity(0))
+    assert '--cpu-affinity 4096' in processes.output(proc)
+    assert f'this process may use CPUs {allowed}' in processes.output(proc)
 
 
 def test_pre_serialized_messages_read_back_as_written():
