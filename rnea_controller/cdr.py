@@ -80,7 +80,7 @@ class JointStateReader:
         self.names = None
         self._known = np.zeros(0, np.uint8)  # name bytes (count, strings) whose index is known
         self._index = np.zeros(0, np.intp)
-        _take(self._known, np.zeros(0), self._known, self._index, np.zeros((2, 0)))  # compile
+        self.take(bytes(24), np.zeros((2, 0)))  # compile for the types of a message's bytes
 
     def remember(self, index):
         """For messages with the names last `read`: take entries `index` (np.intp) in `take`."""

@@ -251,13 +251,22 @@ class Controller:
         ref = np.vstack((q[cfg.index] + 0.01, qd[cfg.index], np.full(m, 0.5)))
         self._bind(cfg)
         for attempt in range(2):
-            _tick(*self._arrays, self._zero_forces, cfg.index, q, qd, ref, cfg.kp, cfg.kd,
-                  False, np.full(m, np.inf), 0.0, self._Q, self._QD, self._QDD, self._T,
-                  self._e, self._previous, self.tau, self.feedforward,
-                  np.zeros_like(self.saturation))
+            self._call_tick(cfg, self._zero_forces, q, qd, ref)
             if np.allclose(self._T, rnea(cfg.model, self._Q, self._QD, self._QDD)) or attempt:
                 break
             _tick.recompile()
+        self._call_tick(cfg, np.zeros((2, n, 6)), q, qd, ref)  # with an external wrench
+        self.gravity_hold(cfg, q)
+        self.reset()
+        self.saturation[:] = 0
+        self.fallbacks = 0
+
+    def _call_tick(self, cfg, f_body, q, qd, ref):
+        """`_tick` on scratch outputs (no limits, no memory): compiles and checks it."""
+        m = len(cfg.joints)
+        _tick(*self._arrays, f_body, cfg.index, q, qd, ref, cfg.kp, cfg.kd, False,
+              np.full(m, np.inf), 0.0, self._Q, self._QD, self._QDD, self._T, self._e,
+              np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m, dtype=np.int64))
 
     def _bind(self, cfg):
         """The kernel's model arrays (parents ... inertias, v_0, a_0) for this config's model."""

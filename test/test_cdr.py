@@ -8,7 +8,8 @@ from sensor_msgs.msg import JointState
 
 from rnea_controller.cdr import JointStateReader
 
-text = st.text(st.characters(blacklist_characters='\x00'), max_size=12)  # C strings
+text = st.text(st.characters(blacklist_characters='\x00', blacklist_categories=('Cs',)),
+               max_size=12)  # C strings of valid UTF-8 (no lone surrogates)
 names = st.lists(text, max_size=9)
 doubles = st.lists(st.floats(allow_nan=False, width=64), max_size=9)
 
@@ -118,3 +119,14 @@ def test_take_on_corrupted_bytes_agrees_with_read_or_declines(data):
     names, position, velocity = JointStateReader().read(raw)  # must not raise
     assert names == ['joint_a', 'joint_b']
     np.testing.assert_array_equal(out, [position, velocity])
+
+
+def test_nothing_compiles_when_the_first_real_message_is_taken():
+    from rnea_controller.cdr import _take
+    reader = JointStateReader()
+    before = len(_take.signatures)
+    raw = serialized(['a', 'b'], [1.0, 2.0], [3.0, 4.0])
+    reader.read(raw)
+    reader.remember(np.array([0, 1]))
+    assert reader.take(raw, np.zeros((2, 2)))
+    assert len(_take.signatures) == before

@@ -229,3 +229,21 @@ def test_defaults_are_valid_and_control_every_joint_in_model_order(ur5):
     cfg = validate_parameters(dict(DEFAULTS), ur5)
     assert cfg.joints == ur5.joint_names and cfg.law == 'computed_torque'
     assert cfg.period == pytest.approx(1e-3) and cfg.torque_rate_limit == 0.0
+
+
+def test_nothing_compiles_in_a_tick_after_the_controller_is_built(ur5):
+    """Every compiled signature a tick can use (with and without a wrench, the gravity hold,
+    a non-finite state) exists once Controller() returns: no compile pause in the loop."""
+    from rnea_controller import control
+    kernels = (control._tick, control._limit)
+    cfg = validate_parameters({'torque_rate_limit': 1000.0}, ur5)
+    controller = Controller(cfg)
+    assert controller.fallbacks == 0 and not controller.saturation.any()  # warm-up uncounted
+    before = [len(kernel.signatures) for kernel in kernels]
+    q, ref = np.full(ur5.n, 0.3), np.zeros((3, ur5.n))
+    controller.command(cfg, q, q, ref)
+    controller.command(cfg, q, q, ref, f_ext={ur5.link_names[-1]: np.ones(6)})
+    controller.command(cfg, np.full(ur5.n, np.nan), q, ref)
+    controller.gravity_hold(cfg, q)
+    assert [len(kernel.signatures) for kernel in kernels] == before
+    assert controller.fallbacks == 1
