@@ -37,7 +37,7 @@ PANDA_HOME = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
 PERIOD = 1e-3
 VENV_BIN = Path(sys.executable).parent
 LAST_CPU = max(os.sched_getaffinity(0))
-DEFAULT_RUNS = ['events+rt50', f'events+rt50+cpu{LAST_CPU}', 'events', 'single']
+DEFAULT_RUNS = ['events+rt50', f'events+cpu{LAST_CPU}', 'events', 'single']
 
 
 def locked_panda_urdf(directory):
