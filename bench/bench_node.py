@@ -1,6 +1,6 @@
 """Benchmark of the controller node at 1 kHz on a 7-joint arm, next to a bare rclpy timer.
 
-    .venv/bin/python bench/bench_node.py [--duration 30] [--runs events single events+rt50]
+    .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt50 events+cpu1 ...]
 
 For each run, side by side: the controller node (subprocess `controller --executor X`) on the
 Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
@@ -8,10 +8,12 @@ publishing its joint states at 1 kHz, and a bare rclpy node with a 1 kHz timer a
 executor (the peer). A run is `events` or `single` (the executor), optionally `+rtN`: node and
 bare timer alike with SCHED_FIFO priority N, and `+cpuK`: node and bare timer alike bound to CPU
 core K (the node's --cpu-affinity). Printed per run: achieved loop rate, missed ticks,
-tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost joint-state messages,
-period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured
-in-process. Per-second figures come from the node's /diagnostics (and the same computation in
-the bare timer); a run's figure is the median over its seconds, with the worst second alongside.
+tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost joint-state messages
+(in the measured window: the feeder's stamps against the node's count; those lost before the
+node's reader had matched the feeder, during discovery, are shown apart), period jitter p99
+and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
+Per-second figures come from the node's /diagnostics (and the same computation in the bare
+timer); a run's figure is the median over its seconds, with the worst second alongside.
 """
 import argparse
 import json
@@ -119,29 +121,31 @@ def bare_timer(duration, executor_kind, priority, cpu):
 
 
 def feeder(duration):
-    """Publishes the Panda's joint states at 1 kHz once the controller subscribes; prints count."""
+    """Publishes the Panda's joint states at 1 kHz once the controller subscribes; prints the
+    count and every message's stamp [ns] (system time, as the node's diagnostics stamps)."""
     import rclpy
     from sensor_msgs.msg import JointState
     rclpy.init()
     node = rclpy.create_node('bench_feeder')
     publisher = node.create_publisher(JointState, '/joint_states', 10)
     msg = JointState(name=PANDA_JOINTS, position=PANDA_HOME, velocity=[0.0] * 7)
-    sent = [0]
+    sent = []
 
     def publish():
-        if sent[0] < duration / PERIOD:
+        if len(sent) < duration / PERIOD:
             t = time.perf_counter()
             msg.position = [q + 0.01 * np.sin(t) for q in PANDA_HOME]
-            msg.header.stamp = node.get_clock().now().to_msg()
+            now = node.get_clock().now()
+            msg.header.stamp = now.to_msg()
             publisher.publish(msg)
-            sent[0] += 1
+            sent.append(now.nanoseconds)
     executor = make_executor('events')
     executor.add_node(node)
     while publisher.get_subscription_count() == 0:
         spin_for(executor, 0.05)
     node.create_timer(PERIOD, publish)
     spin_for(executor, duration + 1.0)
-    print(json.dumps({'sent': sent[0]}), flush=True)
+    print(json.dumps({'sent': len(sent), 'stamps': sent}), flush=True)
 
 
 def cpu_seconds(pid):
@@ -166,7 +170,9 @@ class Observer:
     def on_diagnostics(self, msg):
         for status in msg.status:
             if status.name == 'rnea_controller: control loop':
-                self.seconds.append({kv.key: kv.value for kv in status.values})
+                values = {kv.key: kv.value for kv in status.values}
+                values['stamp'] = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+                self.seconds.append(values)
 
     def spin(self, seconds):
         spin_for(self.executor, seconds)
@@ -229,12 +235,27 @@ def run(label, duration, urdf, observer, tmp):
             stop(proc)
     outputs = {name: Path(log.name).read_text() for name, log in logs.items()}
     bare = json.loads(outputs['bare'].strip().splitlines()[-1])
-    sent = json.loads(outputs['feeder'].strip().splitlines()[-1])['sent']
-    return summarise(measured, cpu, sent, received, bare)
+    feeder = json.loads(outputs['feeder'].strip().splitlines()[-1])
+    return summarise(measured, cpu, feeder, received, bare)
 
 
-def summarise(seconds, cpu, sent, received, bare):
+def lost_in_window(seconds, stamps):
+    """(sent, lost) joint states between the first and the last diagnostics of the window.
+
+    Sent: the feeder's messages stamped in (t_a - T/2, t_b - T/2], t_a and t_b being the two
+    diagnostics' stamps (half a period earlier: a message is counted on arrival, ~0.1 ms after
+    it is stamped); lost = sent - the node's 'joint states received' between them.
+    """
+    stamps = np.asarray(stamps)
+    a, b = seconds[0], seconds[-1]
+    half = PERIOD / 2 * 1e9
+    sent = int(np.sum((stamps > a['stamp'] - half) & (stamps <= b['stamp'] - half)))
+    return sent, sent - (int(b['joint states received']) - int(a['joint states received']))
+
+
+def summarise(seconds, cpu, feeder, received, bare):
     seconds = seconds[1:]  # the first report covers time before the window started
+    sent, lost = lost_in_window(seconds, feeder['stamps'])
     column = {key: np.array([float(s[key]) for s in seconds])
               for key in ('loop rate [Hz]', 'period jitter p99 [us]', 'tick compute p99 [us]',
                           'tick compute p50 [us]', 'ticks', 'missed ticks')}
@@ -248,7 +269,8 @@ def summarise(seconds, cpu, sent, received, bare):
         'compute p50': float(np.median(column['tick compute p50 [us]'])),
         'compute p99 median': float(np.median(column['tick compute p99 [us]'])),
         'compute p99 worst': float(np.max(column['tick compute p99 [us]'])),
-        'cpu %': cpu, 'sent': sent, 'lost': sent - received,
+        'cpu %': cpu, 'sent': sent, 'lost': lost,
+        'lost at start-up': feeder['sent'] - received - lost,
         'jitter p99': jitter, 'jitter p99 worst': float(np.max(column['period jitter p99 [us]'])),
         'bare jitter p99': bare_jitter, 'bare rate': bare['rate'], 'bare cpu %': bare['cpu'],
         'bare missed %': bare['missed %'],
@@ -288,8 +310,9 @@ def report(results, p50):
             ('tick compute p99 [µs] (median s)', 'compute p99 median', '{:.1f}', '<= 100'),
             ('tick compute p99 [µs] (worst s)', 'compute p99 worst', '{:.1f}', ''),
             ('CPU [% of a core]', 'cpu %', '{:.1f}', '<= 35'),
-            ('joint states sent', 'sent', '{:d}', ''),
-            ('joint states lost', 'lost', '{:d}', '0'),
+            ('joint states sent (window)', 'sent', '{:d}', ''),
+            ('joint states lost (window)', 'lost', '{:d}', '0'),
+            ('  lost before it (discovery)', 'lost at start-up', '{:d}', ''),
             ('period jitter p99 [µs] (median s)', 'jitter p99', '{:.1f}', ''),
             ('period jitter p99 [µs] (worst s)', 'jitter p99 worst', '{:.1f}', ''),
             ('bare timer: jitter p99 [µs]', 'bare jitter p99', '{:.1f}', ''),
