@@ -125,7 +125,8 @@ def test_holds_the_last_command_and_pinocchio_gravity_holds_the_arm(sim):
     wait_for(lambda: False, 0.25)  # less than the command timeout
     with probe.lock:
         states = list(probe.states)
-    assert len(states) > 100
+    # the states seen (a loaded Python subscriber may see fewer than 250) span the window
+    assert len(states) > 50 and stamp(states[-1]) - stamp(states[0]) > 0.2
     for msg in states:
         np.testing.assert_allclose(msg.effort, g, atol=1e-12)
         np.testing.assert_allclose(msg.position, HOME, atol=1e-8)
