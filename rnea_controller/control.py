@@ -400,7 +400,8 @@ def _tick(parents, prismatic, axes, R_tree, p_tree, I, v0, a0, f_ext, index, q, 
 
     A non-finite RNEA result (from non-finite q or qd) makes both rows NaN, so that `_limit`
     reports it and the caller falls back. Returns False if the law was not finite.
-    Note: numba's disk cache does not see edits to rnea_kernel.py; clear __pycache__ then.
+    (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
+    this kernel against `rnea` once and recompiles a stale one.)
     """
     _assemble(index, q, qd, ref, kp, kd, Q, QD, QDD, e)
     total = rnea_kernel.rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, Q, QD, QDD, v0,

@@ -72,7 +72,6 @@ from rnea_controller.control import Controller, DEFAULTS, joint_of_parameter, va
 from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
 from rnea_controller.loop_stats import LoopStats
 from rnea_controller.model import RobotModel
-from rnea_controller.rnea import rnea
 from rnea_controller.trajectory import plan, Trajectory, TrajectoryPoint
 
 NODE_NAME = 'rnea_controller'
@@ -316,12 +315,8 @@ class ControllerNode(LifecycleNode):
 
     @staticmethod
     def _warm_up(model):
-        """Compile RNEA's paths (with and without f_ext) and the sampler now, not in a tick."""
-        zeros = np.zeros((2, model.n))
-        Trajectory.hold(zeros[0]).sample(0.0)
-        link = next(link for link in model.link_names if model.link_frame(link)[0] >= 0)
-        rnea(model, zeros, zeros, zeros)
-        rnea(model, zeros, zeros, zeros, f_ext={link: np.zeros(6)})
+        """Compile the trajectory sampler now, not in a tick (the Controller warms the law)."""
+        Trajectory.hold(np.zeros(model.n)).sample(0.0)
 
     def _create_entities(self):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
