@@ -1,11 +1,10 @@
 """The real controller node as a subprocess, driven over DDS from rclpy; Pinocchio as the oracle.
 
 One node serves the whole module (tests run in file order: activation hold first, Ctrl-C last).
-A background thread publishes the "measured" joint state at 200 Hz unless paused. That thread
-shares the GIL with the executor receiving 2 kHz of commands, and on a loaded CI machine it can
-stall: the node then rightly goes stale and, on fresh states, holds where the arm is. So a test
-compares each command with the law for the reference published with it, never two commands
-across time, and state_timeout is 0.25 s (the node's default is 0.05 s).
+The "measured" joint state is published at 200 Hz, unless paused, by a feeder in its own process
+(state_feeder.py). A test compares each command with the law for the reference published with
+it, never two commands across time: if states ever stalled longer than state_timeout, the node
+would rightly go stale and then hold wherever the arm is when they return.
 """
 import os
 from pathlib import Path
@@ -27,6 +26,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
+from state_feeder import StateFeeder
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -58,6 +58,10 @@ def clip(tau):
     return np.clip(tau, -LIMITS, LIMITS)
 
 
+def stamp(msg):
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
 def computed_torque(q, qd, ref):
     """Pinocchio's computed-torque command of the default gains towards a resting reference."""
     assert np.allclose(ref.velocity, 0.0)  # holding: qd_d = qdd_d = 0
@@ -73,15 +77,20 @@ def assert_holds(tau, ref, q):
 
 
 class Client:
-    """The test's rclpy node: publishes states and trajectories, records what the node sends."""
+    """The test's rclpy node: publishes states and trajectories, records what the node sends.
+
+    Queues hold 10 s of commands and references, so that a subscriber lagging on a loaded
+    machine still sees every one (the tests check references for jumps).
+    """
 
     def __init__(self):
         self.node = rclpy.create_node('test_rnea_controller_client')
         self.commands, self.references, self.diagnostics = [], [], []
+        self.arrival = time.monotonic()  # of the newest command or reference
         self.node.create_subscription(Float64MultiArray, '/effort_controller/commands',
-                                      lambda m: self.commands.append(np.array(m.data)), 1000)
+                                      self._on_command, 10_000)
         self.node.create_subscription(JointState, '/rnea_controller/reference',
-                                      self.references.append, 1000)
+                                      self._on_reference, 10_000)
         self.node.create_subscription(DiagnosticArray, '/diagnostics',
                                       self._on_diagnostics, 10)
         self.state_pub = self.node.create_publisher(JointState, '/joint_states', 10)
@@ -90,55 +99,60 @@ class Client:
         self.wrench_pub = self.node.create_publisher(
             WrenchStamped, '/rnea_controller/external_wrench', 10)
         self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
-        self.lock = threading.Lock()
-        self.state = None
-        self.running = True
-        self.thread = threading.Thread(target=self._publish_states, daemon=True)
-        self.thread.start()
+        self.feeder = StateFeeder('/joint_states', 200.0)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
         self.spinner.start()
 
     def close(self):
-        self.running = False
-        self.thread.join()
+        self.feeder.close()
         self.executor.shutdown(5.0)
         self.spinner.join(5.0)
         self.node.destroy_node()
         rclpy.shutdown()
 
+    def _on_command(self, msg):
+        self.commands.append(np.array(msg.data))
+        self.arrival = time.monotonic()
+
+    def _on_reference(self, msg):
+        self.references.append(msg)
+        self.arrival = time.monotonic()
+
     def _on_diagnostics(self, msg):
         self.diagnostics += [s for s in msg.status if s.name == 'rnea_controller: control loop']
-
-    def _publish_states(self):
-        while self.running:
-            with self.lock:
-                state = self.state
-            if state is not None:
-                self.state_pub.publish(state)
-            time.sleep(0.005)
 
     def set_state(self, q, qd=None, names=JOINTS, extra=()):
         """Publish this measured state continuously from now on (None: pause)."""
         qd = np.zeros(len(q)) if qd is None else qd
-        msg = JointState(name=list(names) + [e[0] for e in extra],
-                         position=[float(x) for x in q] + [e[1] for e in extra],
-                         velocity=[float(x) for x in qd] + [0.0 for _ in extra])
-        with self.lock:
-            self.state = msg
+        self.feeder.set(list(names) + [e[0] for e in extra], list(q) + [e[1] for e in extra],
+                        list(qd) + [0.0 for _ in extra])
 
     def wait_for_subscribers(self):
         for pub in (self.trajectory_pub, self.wrench_pub, self.state_pub):
             assert wait_for(lambda p=pub: p.get_subscription_count() > 0, 10.0)
+        assert wait_for(lambda: self.feeder.subscription_count() > 0, 10.0)
 
     def pause(self):
-        with self.lock:
-            self.state = None
+        self.feeder.pause()
 
     def settle(self, seconds=0.15):
-        """Wait `seconds`, then forget what arrived: later messages reflect the new input."""
+        """Wait `seconds`, then forget what arrived: later messages reflect the new input.
+
+        On a loaded machine this Python subscriber can lag the node's 2 kHz by a good part of a
+        second, so `seconds` are counted on the node's side: forgetting waits until a reference
+        stamped after them has arrived, or until nothing arrived for 0.5 s (the node is silent;
+        long enough that a starved spinner thread is not taken for a silent node).
+        """
+        until = time.time() + seconds
         time.sleep(seconds)
+
+        def caught_up():
+            refs = self.references
+            return ((refs and stamp(refs[-1]) >= until)
+                    or time.monotonic() - self.arrival > 0.5)
+        assert wait_for(caught_up, 10.0)
         self.commands.clear()
         self.references.clear()
 
@@ -289,10 +303,10 @@ def test_trajectory_is_tracked_from_the_current_reference_and_then_held(client):
     client.references.clear()
     client.trajectory_pub.publish(msg)
     assert wait_for(lambda: client.references and np.allclose(
-        client.references[-1].position, target, atol=1e-12), 3.0)
+        client.references[-1].position, target, atol=1e-12), 10.0)
     refs = [before] + client.references
     positions = np.array([r.position for r in refs])
-    stamps = np.array([r.header.stamp.sec + 1e-9 * r.header.stamp.nanosec for r in refs])
+    stamps = np.array([stamp(r) for r in refs])
     peak = 1.5 * np.abs(target - positions[0]) / 0.3  # cubic, rest to rest in 0.3 s [rad/s]
     steps = np.abs(np.diff(positions, axis=0))
     assert np.all(steps <= peak * np.diff(stamps)[:, None] * 1.01 + 1e-9)  # no jump
