@@ -239,23 +239,27 @@ def run(label, duration, urdf, observer, tmp):
     return summarise(measured, cpu, feeder, received, bare)
 
 
-def lost_in_window(seconds, stamps):
+def lost_in_window(seconds, stamps, lost_in_run):
     """(sent, lost) joint states between the first and the last diagnostics of the window.
 
     Sent: the feeder's messages stamped in (t_a - T/2, t_b - T/2], t_a and t_b being the two
     diagnostics' stamps (half a period earlier: a message is counted on arrival, ~0.1 ms after
-    it is stamped); lost = sent - the node's 'joint states received' between them.
+    it is stamped); lost = sent - the node's 'joint states received' between them, kept within
+    [0, lost_in_run]: a message later than T/2 at an edge of the window is counted on the wrong
+    side of it (seen once as 1 lost in the window and -1 before it, with none lost in the run).
     """
     stamps = np.asarray(stamps)
     a, b = seconds[0], seconds[-1]
     half = PERIOD / 2 * 1e9
     sent = int(np.sum((stamps > a['stamp'] - half) & (stamps <= b['stamp'] - half)))
-    return sent, sent - (int(b['joint states received']) - int(a['joint states received']))
+    lost = sent - (int(b['joint states received']) - int(a['joint states received']))
+    return sent, min(max(lost, 0), lost_in_run)
 
 
 def summarise(seconds, cpu, feeder, received, bare):
     seconds = seconds[1:]  # the first report covers time before the window started
-    sent, lost = lost_in_window(seconds, feeder['stamps'])
+    lost_in_run = feeder['sent'] - received  # exact: the node's final count, feeder stopped
+    sent, lost = lost_in_window(seconds, feeder['stamps'], lost_in_run)
     column = {key: np.array([float(s[key]) for s in seconds])
               for key in ('loop rate [Hz]', 'period jitter p99 [us]', 'tick compute p99 [us]',
                           'tick compute p50 [us]', 'ticks', 'missed ticks')}
@@ -270,7 +274,7 @@ def summarise(seconds, cpu, feeder, received, bare):
         'compute p99 median': float(np.median(column['tick compute p99 [us]'])),
         'compute p99 worst': float(np.max(column['tick compute p99 [us]'])),
         'cpu %': cpu, 'sent': sent, 'lost': lost,
-        'lost at start-up': feeder['sent'] - received - lost,
+        'lost at start-up': lost_in_run - lost,
         'jitter p99': jitter, 'jitter p99 worst': float(np.max(column['period jitter p99 [us]'])),
         'bare jitter p99': bare_jitter, 'bare rate': bare['rate'], 'bare cpu %': bare['cpu'],
         'bare missed %': bare['missed %'],
