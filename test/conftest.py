@@ -86,6 +86,11 @@ def processes(tmp_path):
     procs.close()
 
 
+def stamp(msg):
+    """A stamped message's header.stamp in seconds (system time, as time.time())."""
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
 def wait_for(predicate, timeout, period=0.01, spin=None):
     """Poll `predicate()` (spinning `spin()` between polls) until true or `timeout` [s]."""
     deadline = time.monotonic() + timeout

@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 
-from conftest import console_script, Processes, wait_for
+from conftest import console_script, Processes, stamp, wait_for
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from hypothesis import given, HealthCheck, settings
@@ -58,10 +58,6 @@ def clip(tau):
     return np.clip(tau, -LIMITS, LIMITS)
 
 
-def stamp(msg):
-    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-
-
 def computed_torque(q, qd, ref):
     """Pinocchio's computed-torque command of the default gains towards a resting reference."""
     assert np.allclose(ref.velocity, 0.0)  # holding: qd_d = qdd_d = 0
@@ -99,7 +95,7 @@ class Client:
         self.wrench_pub = self.node.create_publisher(
             WrenchStamped, '/rnea_controller/external_wrench', 10)
         self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
-        self.feeder = StateFeeder('/joint_states', 200.0)
+        self.feeder = StateFeeder()
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
@@ -240,13 +236,16 @@ def test_parameter_changes_are_validated_and_applied_between_ticks(client):
                                     control_law='feedforward_pd')
     assert all(r.successful for r in results), results
     tau, ref = client.steady_command()
-    q_d = np.array(ref.position)
     M = pin.crba(PIN, PIN_DATA, np.zeros(6))
     inertia = np.maximum(np.diag(M), 1e-3)  # the documented floor of the default gains
     kp, kd = 400.0 * inertia, 40.0 * inertia
     kp[2], kd[2] = 100.0, 5.0
-    expected = pin_rnea(q_d, 0 * q, 0 * q) + kp * (q_d - q) + kd * (0 - qd)
-    np.testing.assert_allclose(tau, clip(expected), atol=1e-6)
+
+    def feedforward_pd(ref):
+        """Pinocchio's feedforward-PD command of these gains towards a resting reference."""
+        q_d = np.array(ref.position)
+        return clip(pin_rnea(q_d, 0 * q, 0 * q) + kp * (q_d - q) + kd * (0 - qd))
+    np.testing.assert_allclose(tau, feedforward_pd(ref), atol=1e-6)
 
     refusals = {
         'effort_limits.elbow_joint': (1000.0, 'above the URDF limit 150 N·m'),
@@ -261,9 +260,7 @@ def test_parameter_changes_are_validated_and_applied_between_ticks(client):
         (result,) = client.set_parameters(**{name.replace('.', '__'): value})
         assert not result.successful and re.search(reason, result.reason), (name, result)
     unchanged, ref = client.steady_command()
-    q_d = np.array(ref.position)
-    expected = pin_rnea(q_d, 0 * q, 0 * q) + kp * (q_d - q) + kd * (0 - qd)
-    np.testing.assert_allclose(unchanged, clip(expected), atol=1e-6)  # refusals changed nothing
+    np.testing.assert_allclose(unchanged, feedforward_pd(ref), atol=1e-6)  # refusals: no change
     results = client.set_parameters(control_law='computed_torque', gains__elbow_joint__p=400.0,
                                     gains__elbow_joint__d=40.0)
     assert all(r.successful for r in results)

@@ -6,7 +6,7 @@ sets up the state it checks. Oracle: Pinocchio's gravity torques must hold the M
 import threading
 import time
 
-from conftest import console_script, Processes, wait_for
+from conftest import console_script, Processes, stamp, wait_for
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -84,10 +84,6 @@ def sim(tmp_path_factory):
     finally:
         probe.close()
         processes.close()
-
-
-def stamp(msg):
-    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
 
 def gravity(q):
