@@ -27,16 +27,11 @@ setup(
     tests_require=['pytest'],
     entry_points={
         'console_scripts': [
-            'controller = rnea_controller.node:main',
-            'rnea-controller = rnea_controller.node:main',
-            'sim = rnea_controller.sim:main',
-            'rnea-sim = rnea_controller.sim:main',
-            'send_trajectory = rnea_controller.send_trajectory:main',
-            'rnea-send-trajectory = rnea_controller.send_trajectory:main',
-            'demo = rnea_controller.demo:main',
-            'rnea-demo = rnea_controller.demo:main',
-            'validate = rnea_controller.validate:main',
-            'rnea-validate = rnea_controller.validate:main',
+            'rnea-controller = rnea_controller.ros.node:main',
+            'rnea-sim = rnea_controller.sim.node:main',
+            'rnea-send-trajectory = rnea_controller.tools.send_trajectory:main',
+            'rnea-demo = rnea_controller.tools.demo:main',
+            'rnea-validate = rnea_controller.analysis.validate:main',
         ],
     },
 )

@@ -93,7 +93,7 @@ def bare_timer(duration, executor_kind, priority, cpu):
     """Peer: an rclpy node whose 1 kHz timer only records its start time; prints JSON stats."""
     import rclpy
 
-    from rnea_controller.node import set_cpu_affinity, set_realtime_priority
+    from rnea_controller.ros.node import set_cpu_affinity, set_realtime_priority
     if cpu:
         set_cpu_affinity([int(cpu)])
     if priority:
@@ -287,7 +287,7 @@ def compute_p50(urdf):
     import rclpy
     from rclpy.parameter import Parameter
 
-    from rnea_controller.node import ControllerNode
+    from rnea_controller.ros.node import ControllerNode
     rclpy.init()
     node = ControllerNode(parameter_overrides=[
         Parameter('robot_description', value=Path(urdf).read_text()),

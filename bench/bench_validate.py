@@ -51,7 +51,7 @@ def generate(minutes):
 
 
 def child_validate(bag, out):
-    from rnea_controller.validate import validate_bag
+    from rnea_controller.analysis.validate import validate_bag
     start = time.perf_counter()
     result = validate_bag(bag, out, progress=False)
     elapsed = time.perf_counter() - start
@@ -62,7 +62,7 @@ def child_validate(bag, out):
 def child_rosbags(bag):
     from rosbags.rosbag2 import Reader
 
-    from rnea_controller.bagio import default_typestore
+    from rnea_controller.analysis.bagio import default_typestore
     store = default_typestore()
     start = time.perf_counter()
     count = 0
@@ -78,7 +78,7 @@ def child_load_all(bag):
     import numpy as np
     from rosbags.rosbag2 import Reader
 
-    from rnea_controller.bagio import default_typestore
+    from rnea_controller.analysis.bagio import default_typestore
     store = default_typestore()
     start = time.perf_counter()
     messages = {t: [] for t in TOPICS}

@@ -31,10 +31,10 @@ def generate_launch_description():
         DeclareLaunchArgument('namespace', default_value='', description='ROS namespace'),
         DeclareLaunchArgument('use_sim', default_value='false',
                               description='also start the simulated arm (sim)'),
-        Node(package=PACKAGE, executable='controller', name='rnea_controller',
+        Node(package=PACKAGE, executable='rnea-controller', name='rnea_controller',
              namespace=namespace, output='screen',
              parameters=[LaunchConfiguration('params_file'), {'robot_description': description}]),
-        Node(package=PACKAGE, executable='sim', name='rnea_sim', namespace=namespace,
+        Node(package=PACKAGE, executable='rnea-sim', name='rnea_sim', namespace=namespace,
              output='screen', parameters=[{'urdf_file': urdf}],
              condition=IfCondition(LaunchConfiguration('use_sim'))),
     ])

@@ -37,7 +37,7 @@ def generate_launch_description():
     law = LaunchConfiguration('law')
     duration = LaunchConfiguration('duration')
     output = LaunchConfiguration('output')
-    sender = Node(package='rnea_controller', executable='send_trajectory', output='screen',
+    sender = Node(package='rnea_controller', executable='rnea-send-trajectory', output='screen',
                   arguments=['--demo', '--duration',
                              PythonExpression([duration, ' - 1.5'])])
     return LaunchDescription([
@@ -48,9 +48,9 @@ def generate_launch_description():
         DeclareLaunchArgument('duration', default_value='10.0', description='[s] of motion'),
         DeclareLaunchArgument('output', default_value='demo_output/bag',
                               description='bag directory (must not exist)'),
-        Node(package='rnea_controller', executable='sim', name='rnea_sim', output='screen',
+        Node(package='rnea_controller', executable='rnea-sim', name='rnea_sim', output='screen',
              parameters=[{'payload.mass': payload}]),
-        Node(package='rnea_controller', executable='controller', name='rnea_controller',
+        Node(package='rnea_controller', executable='rnea-controller', name='rnea_controller',
              output='screen', parameters=[{'control_law': law}]),
         ExecuteProcess(cmd=['ros2', 'bag', 'record', '-s', 'mcap', '-o', output, *TOPICS],
                        output='screen'),

@@ -1,8 +1,16 @@
 """rnea_controller: computed-torque control with the recursive Newton-Euler algorithm.
 
 The core (this namespace) is plain Python + numpy and never imports rclpy; the ROS 2 node
-(`rnea_controller.node`), the simulator (`rnea_controller.sim`) and the tools import it.
+(`rnea_controller.ros.node`), the simulator (`rnea_controller.sim.node`) and the tools import it.
 """
+from rnea_controller.dynamics.model import default_urdf_path, RobotModel
+from rnea_controller.dynamics.rnea import (
+    bias_torques,
+    gravity_torques,
+    mass_matrix,
+    rnea,
+    rnea_reference,
+)
 from rnea_controller.errors import (
     BagError,
     DimensionError,
@@ -12,8 +20,6 @@ from rnea_controller.errors import (
     TrajectoryError,
     UrdfError,
 )
-from rnea_controller.model import default_urdf_path, RobotModel
-from rnea_controller.rnea import bias_torques, gravity_torques, mass_matrix, rnea, rnea_reference
 
 __all__ = [
     'BagError',

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from rnea_controller.bagio import ArraySeries, JointStateSeries, write_bag
+from rnea_controller.analysis.bagio import ArraySeries, JointStateSeries, write_bag
 
 T0_NS = 1_700_000_000_000_000_000
 

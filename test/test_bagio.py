@@ -6,7 +6,7 @@ import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from rnea_controller.bagio import (
+from rnea_controller.analysis.bagio import (
     ArraySeries,
     BagReader,
     default_typestore,
@@ -162,7 +162,7 @@ def test_missing_path_raises_bag_error(tmp_path):
 
 
 def test_fast_path_decodes_uniform_messages_without_rosbags():
-    from rnea_controller.bagio import _JointStateDecoder, JointStates
+    from rnea_controller.analysis.bagio import _JointStateDecoder, JointStates
     store = default_typestore()
     msgs = [_joint_state(store, T0 + k, NAMES, [k, -k, 2 * k], [1, 2, 3], [4, 5, 6])
             for k in range(100)]

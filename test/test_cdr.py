@@ -6,7 +6,7 @@ import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
-from rnea_controller.cdr import JointStateReader
+from rnea_controller.ros.cdr import JointStateReader
 
 text = st.text(st.characters(blacklist_characters='\x00', blacklist_categories=('Cs',)),
                max_size=12)  # C strings of valid UTF-8 (no lone surrogates)
@@ -122,7 +122,7 @@ def test_take_on_corrupted_bytes_agrees_with_read_or_declines(data):
 
 
 def test_nothing_compiles_when_the_first_real_message_is_taken():
-    from rnea_controller.cdr import _take
+    from rnea_controller.ros.cdr import _take
     reader = JointStateReader()
     before = len(_take.signatures)
     raw = serialized(['a', 'b'], [1.0, 2.0], [3.0, 4.0])

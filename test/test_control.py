@@ -5,7 +5,7 @@ import pinocchio as pin
 import pytest
 
 from rnea_controller import gravity_torques, RobotModel
-from rnea_controller.control import Controller, default_gains, DEFAULTS, validate_parameters
+from rnea_controller.control.law import Controller, default_gains, DEFAULTS, validate_parameters
 from rnea_controller.errors import ParameterError
 
 PANDA_FINGERS = ['panda_finger_joint1', 'panda_finger_joint2']
@@ -234,7 +234,7 @@ def test_defaults_are_valid_and_control_every_joint_in_model_order(ur5):
 def test_nothing_compiles_in_a_tick_after_the_controller_is_built(ur5):
     """Every compiled signature a tick can use (with and without a wrench, the gravity hold,
     a non-finite state) exists once Controller() returns: no compile pause in the loop."""
-    from rnea_controller import control
+    from rnea_controller.control import law as control
     kernels = (control._tick, control._limit)
     cfg = validate_parameters({'torque_rate_limit': 1000.0}, ur5)
     controller = Controller(cfg)

@@ -4,7 +4,7 @@ import pinocchio as pin
 import pytest
 
 from rnea_controller import mass_matrix, rnea, RobotModel, UrdfError
-from rnea_controller.dh import rot, trans, X_AXIS, Z_AXIS
+from rnea_controller.dynamics.dh import rot, trans, X_AXIS, Z_AXIS
 
 # Seed 002's 2-DOF planar arm: link lengths 0.6 and 0.5 m, masses 1.0 and 0.8 kg, centres of
 # mass at mid-length, I_zz 0.05 and 0.03 kg·m² about the centre of mass.

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from rnea_controller import default_urdf_path, RobotModel
-from rnea_controller.control import validate_parameters
-from rnea_controller.node import PARAMETERS
+from rnea_controller.control.law import validate_parameters
+from rnea_controller.ros.node import PARAMETERS
 
 LAUNCH_FILES = sorted((REPO / 'launch').glob('*.launch.py'))
 CONFIG = REPO / 'config' / 'controller.yaml'
@@ -105,7 +105,7 @@ def test_the_config_has_every_parameter_each_with_a_comment_and_is_valid():
 
 @pytest.mark.integration
 def test_the_real_node_accepts_the_shipped_config(processes):
-    proc = processes.start([console_script('controller'), '--urdf', str(default_urdf_path()),
+    proc = processes.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
                             '--ros-args', '--params-file', str(CONFIG)])
     assert wait_for(lambda: 'active' in processes.output(proc), 15.0), processes.output(proc)
     assert 'computed_torque on shoulder_pan_joint' in processes.output(proc)

@@ -1,7 +1,7 @@
 """LoopStats against numpy's own percentiles and a hand-made schedule with known misses."""
 import numpy as np
 
-from rnea_controller.loop_stats import LoopStats
+from rnea_controller.control.loop_stats import LoopStats
 
 T = 1e-3
 

@@ -8,7 +8,7 @@ import pytest
 from synthetic_bags import make_run, T0_NS
 
 from rnea_controller import default_urdf_path, RobotModel
-from rnea_controller.metrics import (
+from rnea_controller.analysis.metrics import (
     Envelope,
     last_link,
     LogHistogram,

@@ -6,7 +6,7 @@ from pinocchio_oracle import Oracle
 import pytest
 
 from rnea_controller import DimensionError, ModelError, rnea, RobotModel
-from rnea_controller.model import default_urdf_path
+from rnea_controller.dynamics.model import default_urdf_path
 
 UR5 = 'ur_description/urdf/ur5_robot.urdf'
 

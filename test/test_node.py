@@ -175,7 +175,7 @@ def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('node')
     (tmp / 'params.yaml').write_text(PARAMS)
     procs = Processes(tmp)
-    proc = procs.start([console_script('controller'), '--urdf', str(default_urdf_path()),
+    proc = procs.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
                         '--ros-args', '--params-file', str(tmp / 'params.yaml')])
     rclpy.init()
     client = Client()
@@ -474,7 +474,7 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     q = Q0 + 0.04
     client.set_state(q)
     cpu = max(os.sched_getaffinity(0))
-    proc = processes.start([console_script('controller'), '--cpu-affinity', str(cpu),
+    proc = processes.start([console_script('rnea-controller'), '--cpu-affinity', str(cpu),
                             '--ros-args', '-p', 'joints:=[elbow_joint, shoulder_lift_joint]',
                             '-p', 'final_command:=zero'])
     assert wait_for(lambda: 'active' in processes.output(proc), 15.0), processes.output(proc)
@@ -492,7 +492,7 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
 
 
 def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):
-    proc = processes.start([console_script('controller'), '--cpu-affinity', '4096'])
+    proc = processes.start([console_script('rnea-controller'), '--cpu-affinity', '4096'])
     assert proc.wait(30) != 0
     allowed = sorted(os.sched_getaffinity(0))
     assert '--cpu-affinity 4096' in processes.output(proc)
@@ -502,7 +502,7 @@ def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):
 def test_pre_serialized_messages_read_back_as_written():
     from rclpy.serialization import deserialize_message
 
-    from rnea_controller.node import Serialized
+    from rnea_controller.ros.node import Serialized
     msg = Serialized(JointState(name=JOINTS), {'position': 6, 'velocity': 6, 'effort': 6})
     values = np.arange(18.0).reshape(3, 6) - 7.5
     for field, row in zip(('position', 'velocity', 'effort'), values, strict=True):

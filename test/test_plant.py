@@ -11,7 +11,7 @@ import pytest
 
 from rnea_controller import default_urdf_path
 from rnea_controller.errors import DimensionError, ParameterError
-from rnea_controller.plant import CommandHold, measure, Plant, PlantOptions
+from rnea_controller.sim.plant import CommandHold, measure, Plant, PlantOptions
 
 URDF_TEXT = default_urdf_path().read_text()
 HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])

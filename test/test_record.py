@@ -10,7 +10,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from rnea_controller.errors import BagError
-from rnea_controller.record import BagRecorder, newest_typestore
+from rnea_controller.tools.record import BagRecorder, newest_typestore
 
 TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState',
           '/robot_description': 'std_msgs/msg/String'}

@@ -12,8 +12,13 @@ from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.errors import TrajectoryError
-from rnea_controller.send_trajectory import _demo_profile, demo_motion, load_waypoints, to_message
-from rnea_controller.sim import HOME
+from rnea_controller.sim.node import HOME
+from rnea_controller.tools.send_trajectory import (
+    _demo_profile,
+    demo_motion,
+    load_waypoints,
+    to_message,
+)
 
 YAML = """\
 joint_names: [shoulder_pan_joint, elbow_joint]

@@ -19,8 +19,8 @@ from std_msgs.msg import Float64MultiArray, String
 
 from rnea_controller import default_urdf_path
 from rnea_controller.errors import ParameterError
-from rnea_controller.plant import Plant
-from rnea_controller.sim import command_order, HOME, initial_positions, PARAMETERS, sim_config
+from rnea_controller.sim.node import command_order, HOME, initial_positions, PARAMETERS, sim_config
+from rnea_controller.sim.plant import Plant
 
 TIMEOUT = 0.4  # [s] the simulator's command_timeout in these tests
 

@@ -4,8 +4,8 @@ from hypothesis import strategies as st
 import numpy as np
 import pytest
 
+from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint, validate
 from rnea_controller.errors import TrajectoryError
-from rnea_controller.trajectory import plan, Trajectory, TrajectoryPoint, validate
 
 JOINTS = ('a', 'b', 'c')
 LIMITS = np.array([[-3.0, 3.0], [-2.0, 2.0], [-np.inf, np.inf]])

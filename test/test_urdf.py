@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rnea_controller import RobotModel, UrdfError
-from rnea_controller.urdf import parse_urdf
+from rnea_controller.dynamics.urdf import parse_urdf
 
 LINK = '<link name="{}"><inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ' \
        'ixy="0" ixz="0" iyz="0"/></inertial></link>'

@@ -14,14 +14,14 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from synthetic_bags import make_run, write_run
 
 from rnea_controller import default_urdf_path, RobotModel
-from rnea_controller.bagio import (
+from rnea_controller.analysis.bagio import (
     ArraySeries,
     default_typestore,
     JOINT_STATE,
     JointStateSeries,
     write_bag,
 )
-from rnea_controller.validate import validate_bag
+from rnea_controller.analysis.validate import validate_bag
 
 ERROR = np.array([1, 2, 3, 4, 5, 6]) * 1e-4  # [rad]
 GAP = (1.0, 0.05)  # [s]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rnea_controller import spatial
-from rnea_controller.description import check_inertial, here, LinkSpec, tree_order
+from rnea_controller.dynamics import spatial
+from rnea_controller.dynamics.description import check_inertial, here, LinkSpec, tree_order
 from rnea_controller.errors import DimensionError, ModelError, UrdfError
 
 STANDARD_GRAVITY = (0.0, 0.0, -9.81)
@@ -24,7 +24,7 @@ STANDARD_GRAVITY = (0.0, 0.0, -9.81)
 
 def default_urdf_path():
     """Path of the arm URDF bundled with the package (the default model everywhere)."""
-    return Path(__file__).resolve().parent / 'urdf' / 'arm.urdf'
+    return Path(__file__).resolve().parents[1] / 'urdf' / 'arm.urdf'
 
 
 def _frozen(array, dtype=float):
@@ -104,7 +104,7 @@ class RobotModel:
     @classmethod
     def from_urdf_string(cls, xml, *, locked_joints=None):
         """Model from URDF text. `locked_joints`: names (locked at 0) or {name: value}."""
-        from rnea_controller.urdf import parse_urdf
+        from rnea_controller.dynamics.urdf import parse_urdf
         return cls.from_description(parse_urdf(xml), locked_joints=locked_joints)
 
     @classmethod
@@ -123,7 +123,7 @@ class RobotModel:
     @classmethod
     def from_dh(cls, rows, convention='standard', *, name='dh_arm'):
         """Serial chain from a Denavit-Hartenberg table; see `dh.description_from_dh`."""
-        from rnea_controller.dh import description_from_dh
+        from rnea_controller.dynamics.dh import description_from_dh
         return cls.from_description(description_from_dh(rows, convention, name))
 
     @classmethod

@@ -22,7 +22,7 @@ Model residual (per joint) and unmodelled payload at the last link:
 """
 import numpy as np
 
-from rnea_controller.rnea import rnea
+from rnea_controller.dynamics.rnea import rnea
 
 NS = 1e-9
 

@@ -8,7 +8,7 @@ import xml.parsers.expat
 
 import numpy as np
 
-from rnea_controller.description import (
+from rnea_controller.dynamics.description import (
     Description,
     here,
     JOINT_TYPES,
@@ -16,8 +16,8 @@ from rnea_controller.description import (
     LinkSpec,
     unit_axis,
 )
+from rnea_controller.dynamics.spatial import rpy_matrix
 from rnea_controller.errors import UrdfError
-from rnea_controller.spatial import rpy_matrix
 
 
 class _Element:

@@ -1,6 +1,6 @@
 """rnea_sim: the simulated arm as a ROS 2 node, standing in for a ros2_control stack.
 
-MuJoCo integrates the arm (see `rnea_controller.plant`); this node is the ROS glue:
+MuJoCo integrates the arm (see `rnea_controller.sim.plant`); this node is the ROS glue:
 
 - subscribes to effort commands (std_msgs/Float64MultiArray, `command_topic`, default
   `/effort_controller/commands`, ordered as parameter `joints`, default all joints in URDF tree
@@ -38,9 +38,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from rnea_controller.dynamics.model import default_urdf_path
 from rnea_controller.errors import ParameterError, RneaControllerError
-from rnea_controller.model import default_urdf_path
-from rnea_controller.plant import CommandHold, measure, Plant, PlantOptions
+from rnea_controller.sim.plant import CommandHold, measure, Plant, PlantOptions
 
 # The bundled arm's start pose (UR 'home': upper arm up, forearm forward, tool down) [rad].
 HOME = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)

@@ -15,7 +15,7 @@ Pinocchio. The realism options, all unknown to the controller's model:
   link, the child of the last joint), added to the MuJoCo model as a welded body;
 - sensor noise and a command delay, applied by `measure` and `CommandHold`.
 
-This module never imports rclpy: the ROS node `rnea_controller.sim` is a thin layer on top.
+This module never imports rclpy: the ROS node `rnea_controller.sim.node` is a thin layer on top.
 """
 from collections import deque
 from dataclasses import dataclass

@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
-from rnea_controller import rnea_kernel
+from rnea_controller.dynamics import rnea_kernel
+from rnea_controller.dynamics.model import joint_motion
+from rnea_controller.dynamics.spatial import crf, crm, plucker
 from rnea_controller.errors import DimensionError
-from rnea_controller.model import joint_motion
-from rnea_controller.spatial import crf, crm, plucker
 
 
 def rnea(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity=None,

@@ -19,9 +19,9 @@ import sys
 
 import numpy as np
 
-from rnea_controller import bagio, metrics
+from rnea_controller.analysis import bagio, metrics
+from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import BagError, RneaControllerError
-from rnea_controller.model import RobotModel
 
 DEFAULT_TOPICS = {
     'joint_states': '/joint_states',
@@ -318,7 +318,7 @@ def write_outputs(output_dir, report, failures, analysis):
 
 
 def _write_plots(output_dir, report, analysis):
-    from rnea_controller import plots
+    from rnea_controller.analysis import plots
     names, model = analysis.names, analysis.model
     limits = [model.position_limits[model.joint_index(n)] if n in model.joint_names else None
               for n in names]

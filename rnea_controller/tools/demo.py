@@ -3,11 +3,11 @@
 1. starts the simulated arm (`rnea-sim`, MuJoCo) and the controller (`rnea-controller`) as
    subprocesses, their logs in the output directory;
 2. records joint states, commands, reference, trajectory, diagnostics and the robot description
-   into an MCAP rosbag2 bag (`ros2 bag record` where it exists, else `rnea_controller.record`);
-3. once the controller holds the arm, sends the demo motion (`rnea_controller.send_trajectory`:
-   every joint, starting and ending at rest) and shows progress;
+   into an MCAP rosbag2 bag (`ros2 bag record` where it exists, else `tools.record`);
+3. once the controller holds the arm, sends the demo motion (`tools.send_trajectory`: every
+   joint, starting and ending at rest) and shows progress;
 4. after --duration seconds stops everything and validates the bag with
-   `rnea_controller.validate.validate_bag`: the per-joint table (tracking error RMS and max,
+   `analysis.validate.validate_bag`: the per-joint table (tracking error RMS and max,
    saturation, loop rate and jitter) on the terminal, report.json, report.md and PNG plots.
 
     rnea-demo [--payload KG] [--law feedforward_pd] [--duration S] [--output DIR]
@@ -26,9 +26,9 @@ import sys
 import threading
 import time
 
+from rnea_controller.dynamics.model import default_urdf_path, RobotModel
 from rnea_controller.errors import RneaControllerError
-from rnea_controller.model import default_urdf_path, RobotModel
-from rnea_controller.record import BagRecorder, DEFAULT_TOPICS, record_command
+from rnea_controller.tools.record import BagRecorder, DEFAULT_TOPICS, record_command
 
 SETTLE_BEFORE = 0.5  # [s] recorded hold before the motion starts
 SETTLE_AFTER = 1.0  # [s] recorded hold after the motion ends
@@ -181,7 +181,7 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
 
 def send_demo_motion(monitor, model, duration):
     """Publish the demo motion about the current desired position (no step at the start)."""
-    from rnea_controller.send_trajectory import demo_centre, demo_motion, to_message
+    from rnea_controller.tools.send_trajectory import demo_centre, demo_motion, to_message
     centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
     waypoints = demo_motion(model.joint_names, centre, model.velocity_limits,
                             model.position_limits, duration)
@@ -255,8 +255,8 @@ def run(args):
 
 
 def validate(bag_path, output, args):
-    """Validate the bag with rnea_controller.validate; print its table."""
-    from rnea_controller.validate import validate_bag
+    """Validate the bag with rnea_controller.analysis.validate; print its table."""
+    from rnea_controller.analysis.validate import validate_bag
     result = validate_bag(bag_path, output, progress=False, plots=not args.no_plots)
     print(result.table())
     return result

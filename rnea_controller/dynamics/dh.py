@@ -20,9 +20,9 @@ optional `type` ('revolute' | 'prismatic'), `mass` [kg], `com` (3,) [m], `inerti
 """
 import numpy as np
 
-from rnea_controller.description import Description, JointSpec, LinkSpec
+from rnea_controller.dynamics.description import Description, JointSpec, LinkSpec
+from rnea_controller.dynamics.spatial import rotation_about
 from rnea_controller.errors import UrdfError
-from rnea_controller.spatial import rotation_about
 
 X_AXIS, Z_AXIS = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
 KEYS = {'a', 'alpha', 'd', 'theta', 'type', 'mass', 'com', 'inertia', 'name', 'effort',

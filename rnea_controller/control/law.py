@@ -33,9 +33,9 @@ import math
 from numba import njit
 import numpy as np
 
-from rnea_controller import rnea_kernel
+from rnea_controller.dynamics import rnea_kernel
+from rnea_controller.dynamics.rnea import body_forces, mass_matrix, rnea
 from rnea_controller.errors import DimensionError, ModelError, ParameterError
-from rnea_controller.rnea import body_forces, mass_matrix, rnea
 
 LAWS = ('computed_torque', 'feedforward_pd')
 STALE_POLICIES = ('hold_then_stop', 'hold', 'stop')

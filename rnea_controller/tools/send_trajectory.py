@@ -282,7 +282,7 @@ def demo_centre(joint_names, *messages):
 
 def demo_waypoints(node, args):
     """The demo motion about the current desired (else measured) position of the model."""
-    from rnea_controller.model import default_urdf_path, RobotModel
+    from rnea_controller.dynamics.model import default_urdf_path, RobotModel
     model = RobotModel.from_urdf_file(args.urdf or default_urdf_path())
     reference = wait_for_message(node, args.reference, min(args.wait, 2.0))
     state = wait_for_message(node, args.joint_states, args.wait)

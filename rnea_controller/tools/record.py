@@ -6,7 +6,7 @@ untouched, and writes them with the `rosbags` library's rosbag2 Writer (MCAP plu
 version 9), declaring each topic's type with the message definition from rosbags' newest ROS 2
 type store. Timestamps are receive times [ns], as rosbag2 records them.
 
-    python -m rnea_controller.record -o my_bag /joint_states /effort_controller/commands
+    python -m rnea_controller.tools.record -o my_bag /joint_states /effort_controller/commands
 """
 import argparse
 import importlib
@@ -139,7 +139,7 @@ class BagRecorder:
 
 
 def main(argv=None):
-    """Record until Ctrl-C: `python -m rnea_controller.record -o DIR [topics...]`."""
+    """Record until Ctrl-C: `python -m rnea_controller.tools.record -o DIR [topics...]`."""
     parser = argparse.ArgumentParser(description='record topics to an MCAP rosbag2 bag')
     parser.add_argument('-o', '--output', required=True, help='bag directory to create')
     parser.add_argument('topics', nargs='*', help=f'default: {" ".join(DEFAULT_TOPICS)}')

@@ -67,12 +67,17 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from rnea_controller.cdr import JointStateReader
-from rnea_controller.control import Controller, DEFAULTS, joint_of_parameter, validate_parameters
+from rnea_controller.control.law import (
+    Controller,
+    DEFAULTS,
+    joint_of_parameter,
+    validate_parameters,
+)
+from rnea_controller.control.loop_stats import LoopStats
+from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
+from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
-from rnea_controller.loop_stats import LoopStats
-from rnea_controller.model import RobotModel
-from rnea_controller.trajectory import plan, Trajectory, TrajectoryPoint
+from rnea_controller.ros.cdr import JointStateReader
 
 NODE_NAME = 'rnea_controller'
 STATUS_NAME = 'rnea_controller: control loop'

@@ -1,0 +1,1 @@
+"""Bag analysis, ROS-free (rosbags): reading, metrics, plots and the validator."""

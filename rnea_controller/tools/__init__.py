@@ -1,0 +1,1 @@
+"""Programs on top of the layers: the demo, the trajectory sender and the bag recorder."""
