@@ -205,7 +205,7 @@ def run(label, duration, urdf, observer, tmp):
     me = [sys.executable, __file__]
     logs = {name: open(Path(tmp) / f'{name}-{label}.log', 'w+')
             for name in ('controller', 'feeder', 'bare')}
-    controller = start([str(VENV_BIN / 'controller'), '--executor', executor, '--urdf',
+    controller = start([str(VENV_BIN / 'rnea-controller'), '--executor', executor, '--urdf',
                         str(urdf), '--realtime-priority', priority, *affinity],
                        logs['controller'])
     procs = [controller]
