@@ -20,6 +20,8 @@ import sys
 import numpy as np
 
 from rnea_controller.analysis import bagio, metrics
+from rnea_controller.analysis.delay import DelayStats
+from rnea_controller.analysis.motion import motion_failures, motion_report, RangeStats
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import BagError, RneaControllerError
 
@@ -135,6 +137,9 @@ class _Analysis:
         self.tracking = metrics.TrackingStats(names, t0)
         self.saturation = metrics.SaturationStats(names, limits, t0)
         self.residual = metrics.ResidualStats(model, payload_link, t0)
+        self.delay = DelayStats(names, t0)
+        self.reference_range = RangeStats(len(names))
+        self.measured_range = RangeStats(len(names))
         self.malformed = {'joint_states': 0, 'reference': 0, 'commands': 0}
         self.diagnostics = _Diagnostics()
 
@@ -144,20 +149,28 @@ class _Analysis:
             return
         self.malformed[key] += chunk.malformed
         if key == 'joint_states':
+            q = chunk.position[:, self.columns]
             self.states.update(chunk.stamps)
-            self.tracking.update(js_stamps=chunk.stamps, q=chunk.position[:, self.columns])
+            self.tracking.update(js_stamps=chunk.stamps, q=q)
+            self.delay.update(js_stamps=chunk.stamps, q=q)
+            self.measured_range.update(q)
             self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
         elif key == 'reference':
             self.loop.update(chunk.stamps)
             self.tracking.update(ref_stamps=chunk.stamps, q_d=chunk.position)
+            self.delay.update(ref_stamps=chunk.stamps, q_d=chunk.position)
+            self.reference_range.update(chunk.position)
         else:
             self.saturation.update(chunk.recv, chunk.data)
 
     def report(self):
+        delay = self.delay.result()
         return {'loop': self.loop.result(), 'joint_states': self.states.result(),
                 'tracking': self.tracking.result(), 'saturation': self.saturation.result(),
                 'residual': self.residual.result(), 'malformed': self.malformed,
-                'diagnostics': self.diagnostics.result()}
+                'diagnostics': self.diagnostics.result(), 'delay': delay,
+                'motion': motion_report(self.names, self.reference_range, self.measured_range,
+                                        delay)}
 
 
 class _Diagnostics:
@@ -270,8 +283,9 @@ def _summary(bag, topics, model, source, names, analysis):
 
 
 def check_thresholds(report, thresholds):
-    """Failure messages: always non-finite or over-limit commands, then each threshold given."""
-    failures = []
+    """Failure messages: always an idle run (`motion`), non-finite or over-limit commands;
+    then each threshold given."""
+    failures = motion_failures(report['motion'])
     for joint, s in report['saturation']['joints'].items():
         if s['non_finite']:
             failures.append(f"{joint}: {s['non_finite']} non-finite commands")
@@ -337,6 +351,9 @@ def _write_plots(output_dir, report, analysis):
             'reference (loop)': analysis.loop.periods,
             'joint states': analysis.states.periods}),
     }
+    if report['delay']['samples']:
+        files['delay_plot'] = plots.delay_plot(output_dir / 'effective_delay.png',
+                                               report['delay'])
     if analysis.residual.count.any():
         files['residual_plot'] = plots.residual_plot(
             output_dir / 'model_residual.png', analysis.residual.envelope, model.joint_names,
@@ -352,20 +369,23 @@ def _fmt(value, scale=1.0, digits=3):
 
 def _joint_rows(report):
     """(header, units, rows) of the per-joint table."""
-    header = ['joint', 'err rms', 'err max', 'err p99', 'at limit', 'max |tau|', 'limit',
-              'resid rms', 'resid mean']
-    units = ['', '[mrad]', '[mrad]', '[mrad]', '[%]', '[N·m]', '[N·m]', '[N·m]', '[N·m]']
+    header = ['joint', 'err rms', 'err max', 'err p99', 'delay', 'shifted rms', 'at limit',
+              'max |tau|', 'limit', 'resid rms', 'resid mean']
+    units = ['', '[mrad]', '[mrad]', '[mrad]', '[ms]', '[mrad]', '[%]', '[N·m]', '[N·m]',
+             '[N·m]', '[N·m]']
     rows = []
     residual = report['residual']['joints']
     for name, t in report['tracking']['joints'].items():
         s = report['saturation']['joints'][name]
         r = residual.get(name, {})
+        d = report['delay']['joints'][name]
         rows.append([name, _fmt(t['rms'], 1e3), _fmt(t['max'], 1e3), _fmt(t['p99'], 1e3),
+                     _fmt(d['tau_ms'], 1, 2), _fmt(d['rms_shifted'], 1e3),
                      _fmt(s['share'], 100, 2), _fmt(s['max_abs'], 1, 2), _fmt(s['limit'], 1, 1),
                      _fmt(r.get('rms')), _fmt(r.get('mean'))])
     for name, r in residual.items():
         if name not in report['tracking']['joints']:
-            rows.append([name, '-', '-', '-', '-', '-', '-', _fmt(r['rms']), _fmt(r['mean'])])
+            rows.append([name] + ['-'] * 8 + [_fmt(r['rms']), _fmt(r['mean'])])
     return header, units, rows
 
 
@@ -384,6 +404,17 @@ def _timing_lines(label, timing, what, max_listed=20):
         lines.append(f"  ... and {timing['gap_count'] - len(longest)} shorter ones "
                      f"(report.json lists the first {len(timing['gaps'])})")
     return lines
+
+
+def _delay_line(delay):
+    d = delay['overall']
+    if d['tau_ms'] is None:
+        return 'effective delay: - (no joint state inside the reference)'
+    edge = ' (at the edge of the -5..+10 ms search: the true lag may lie beyond)' if d[
+        'at_edge'] else ''
+    return (f"effective delay: {d['tau_ms']:.2f} ms over all joints{edge}; tracking error RMS "
+            f"{d['rms_unshifted'] * 1e3:.3f} mrad, {d['rms_shifted'] * 1e3:.3f} mrad once "
+            'shifted by it')
 
 
 def _payload_line(residual):
@@ -415,6 +446,7 @@ def _summary_lines(report, failures):
     lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
                  f'malformed messages: {malformed}')
     lines += _diagnostics_lines(report['diagnostics'])
+    lines.append(_delay_line(report['delay']))
     lines.append(_payload_line(report['residual']))
     lines.append('result: PASS' if not failures else 'result: FAIL')
     lines += [f'  FAIL {f}' for f in failures]
