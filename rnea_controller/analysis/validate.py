@@ -21,6 +21,7 @@ import numpy as np
 
 from rnea_controller.analysis import bagio, metrics
 from rnea_controller.analysis.delay import DelayStats
+from rnea_controller.analysis.identify import DEFAULT_WIDTH, Identification, parameters_yaml
 from rnea_controller.analysis.motion import motion_failures, motion_report, RangeStats
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import BagError, RneaControllerError
@@ -128,8 +129,10 @@ def check_joints(bag, topics, model):
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
-    def __init__(self, model, names, t0, payload_link):
+    def __init__(self, model, names, t0, payload_link, identify_width=None):
         self.model, self.names = model, names
+        self.identification = None if identify_width is None else Identification(
+            model, payload_link, identify_width)
         self.columns = [model.joint_index(n) for n in names]
         limits = model.effort_limits[self.columns]
         self.loop = metrics.TimingStats(t0)
@@ -155,6 +158,9 @@ class _Analysis:
             self.delay.update(js_stamps=chunk.stamps, q=q)
             self.measured_range.update(q)
             self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
+            if self.identification is not None:
+                self.identification.update(chunk.stamps, chunk.position, chunk.velocity,
+                                           chunk.effort)
         elif key == 'reference':
             self.loop.update(chunk.stamps)
             self.tracking.update(ref_stamps=chunk.stamps, q_d=chunk.position)
@@ -165,7 +171,9 @@ class _Analysis:
 
     def report(self):
         delay = self.delay.result()
-        return {'loop': self.loop.result(), 'joint_states': self.states.result(),
+        identified = {} if self.identification is None else {
+            'identification': self.identification.result()}
+        return {**identified, 'loop': self.loop.result(), 'joint_states': self.states.result(),
                 'tracking': self.tracking.result(), 'saturation': self.saturation.result(),
                 'residual': self.residual.result(), 'malformed': self.malformed,
                 'diagnostics': self.diagnostics.result(), 'delay': delay,
@@ -197,7 +205,7 @@ class _Diagnostics:
 
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
                  progress=True, payload_link=None, plots=True, chunk_size=20000,
-                 locked_joints=None):
+                 locked_joints=None, identify=False, friction_velocity_width=DEFAULT_WIDTH):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -211,6 +219,9 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         plots: write the PNG plots
         chunk_size: messages per topic decoded at once (memory ∝ chunk_size, not bag length)
         locked_joints: joints of the URDF to treat as fixed (e.g. a gripper's fingers)
+        identify: also fit the payload on `payload_link` and each joint's friction
+            (`identify.py`); writes identified_parameters.yaml for the node's --params-file
+        friction_velocity_width: w [rad/s] of the friction model fc·tanh(qd / w), as the node's
     Raises:
         RneaControllerError (BagError, UrdfError, ...) on bad input.
     """
@@ -224,7 +235,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         names, t0 = check_joints(bag, topics, model)
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
-        analysis = _Analysis(model, names, t0, payload_link)
+        analysis = _Analysis(model, names, t0, payload_link,
+                             friction_velocity_width if identify else None)
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         report = _summary(bag, topics, model, source, names, analysis)
     failures = check_thresholds(report, thresholds or {})
@@ -326,6 +338,9 @@ def write_outputs(output_dir, report, failures, analysis):
     files = {'json': output_dir / 'report.json', 'markdown': output_dir / 'report.md'}
     files['json'].write_text(json.dumps(_plain(report), indent=2) + '\n')
     files['markdown'].write_text(format_markdown(report, failures))
+    if 'identification' in report:
+        files['parameters'] = output_dir / 'identified_parameters.yaml'
+        files['parameters'].write_text(parameters_yaml(report['identification']))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files
@@ -424,6 +439,36 @@ def _payload_line(residual):
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
 
 
+def _estimate(value, std, unit, digits=4):
+    if value is None:
+        return 'not identifiable from this motion'
+    return f'{value:.{digits}g} ± {std:.2g} {unit}'
+
+
+def _identification_lines(result):
+    """The fitted payload and friction, each with its standard error, or the refusal."""
+    payload = result['payload']
+    lines = [f"identification ({result['samples']} samples, condition number "
+             f"{result['condition_number']:.3g}, residual RMS {result['residual_rms_before']:.3g}"
+             f" -> {result['residual_rms_after']:.3g} N·m):",
+             f"  payload on {payload['link']}: mass "
+             + _estimate(payload['mass'], payload['mass_std'], 'kg')]
+    if payload['mass'] is not None:
+        lines.append('  centre of mass [m]: ' + ', '.join(
+            f'{axis} ' + _estimate(c, s, '') for axis, c, s in zip('xyz', payload['com'],
+                                                                   payload['com_std'])))
+    params = result['parameters']
+    for joint in result['friction']:
+        cells = []
+        for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m')):
+            p = params[f'{joint}.{kind}']
+            cells.append(f'{kind} ' + (_estimate(p['estimate'], p['std_error'], unit)
+                                       if p['identifiable'] else
+                                       f"not identifiable from this motion ({p['reason']})"))
+        lines.append(f'  {joint}: ' + ', '.join(cells))
+    return lines
+
+
 def _diagnostics_lines(diagnostics, keys=('overruns', 'rejected messages',
                                            'tick compute p99 [us]')):
     """One line per diagnostic status: counts by level and a few of its last values."""
@@ -448,6 +493,8 @@ def _summary_lines(report, failures):
     lines += _diagnostics_lines(report['diagnostics'])
     lines.append(_delay_line(report['delay']))
     lines.append(_payload_line(report['residual']))
+    if 'identification' in report:
+        lines += _identification_lines(report['identification'])
     lines.append('result: PASS' if not failures else 'result: FAIL')
     lines += [f'  FAIL {f}' for f in failures]
     return lines
@@ -497,6 +544,12 @@ def build_parser():
                             default=topic, metavar='TOPIC', help=f'default {topic}')
     parser.add_argument('--payload-link', help='link of the payload estimate '
                         '(default: the link of the last joint)')
+    parser.add_argument('--identify', action='store_true', help='fit the payload on '
+                        "--payload-link and each joint's viscous and Coulomb friction; write "
+                        "identified_parameters.yaml (for the node's --params-file)")
+    parser.add_argument('--friction-velocity-width', type=float, default=DEFAULT_WIDTH,
+                        metavar='RAD_S', help='w of the friction model fc·tanh(qd / w), as the '
+                        f"node's friction_velocity_width (default {DEFAULT_WIDTH})")
     parser.add_argument('--locked-joints', nargs='+', metavar='JOINT',
                         help='URDF joints to treat as fixed at 0 (e.g. gripper fingers)')
     for name, (what, unit, _) in THRESHOLDS.items():
@@ -522,7 +575,8 @@ def main(argv=None):
         result = validate_bag(bag, output, urdf_path=args.urdf, topics=topics,
                               thresholds=thresholds, progress=not args.no_progress,
                               payload_link=args.payload_link, plots=not args.no_plots,
-                              locked_joints=args.locked_joints)
+                              locked_joints=args.locked_joints, identify=args.identify,
+                              friction_velocity_width=args.friction_velocity_width)
     except RneaControllerError as error:
         if args.debug:
             raise
