@@ -1,4 +1,5 @@
-"""The loop in time with the joint-state stream: velocity estimate, phase lock, latency, prediction.
+"""The loop in time with the joint-state stream: velocity estimate, phase lock, latency,
+prediction.
 
 ROS-free; the node calls these from its state callback and its fixed-rate tick (issue 12).
 Times are seconds: `stamp` on the stream's clock (the JointState header, the instant the state
