@@ -16,7 +16,8 @@ py_include=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])
 np_include=$("$PY" -c 'import numpy; print(numpy.get_include())')
 
 # Rewrite the wheel builder's header folders to ours (only files that name them).
-grep -rlE '/opt/python/cp[0-9]+-cp[0-9]+' --include='*.cmake' "$VENV/share" | while read -r f; do
+{ grep -rlE '/opt/python/cp[0-9]+-cp[0-9]+' --include='*.cmake' "$VENV/share" || true; } |
+while read -r f; do
     sed -i -E \
         -e "s#/opt/python/cp[0-9]+-cp[0-9]+/lib/python[0-9.]+/site-packages/numpy/_core/include#$np_include#g" \
         -e "s#/opt/python/cp[0-9]+-cp[0-9]+/include/python[0-9.]+#$py_include#g" "$f"
