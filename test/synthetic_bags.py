@@ -1,5 +1,7 @@
 """Synthetic controller runs with known answers, written as bags (tests and bench/).
 
+Bags are written with rosbags' Writer, every message serialized by rosbags' type store.
+
 The measured efforts come from Pinocchio's RNEA (the oracle), never from this package's.
 
 Run (rate 1 kHz by default, stamps t_k = T0 + k / rate):
@@ -11,11 +13,21 @@ Run (rate 1 kHz by default, stamps t_k = T0 + k / rate):
     gap:    no reference, joint state or command in [gap[0], gap[0] + gap[1]) s
 """
 from dataclasses import dataclass
+from heapq import merge
+from pathlib import Path
+import shutil
 
 import numpy as np
 import pinocchio as pin
+from rosbags.rosbag2 import StoragePlugin, Writer
 
-from rnea_controller.analysis.bagio import ArraySeries, JointStateSeries, write_bag
+from rnea_controller.analysis.bagio import (
+    default_typestore,
+    DIAGNOSTIC_ARRAY,
+    FLOAT64_ARRAY,
+    JOINT_STATE,
+    STRING,
+)
 
 T0_NS = 1_700_000_000_000_000_000
 
@@ -102,3 +114,122 @@ def write_run(path, run, urdf_text, gap=None, storage='mcap', effort=True):
                      robot_description=urdf_text, storage=storage,
                      diagnostics=[(int(s[0]), [('rnea_controller: control loop', 0, 'ok',
                                                 {'mode': 'tracking'})])])
+
+
+# ---------------------------------------------------------------------------- writing bags
+
+
+@dataclass
+class JointStateSeries:
+    """JointState messages to write: stamps [ns] (N,), names (m,), arrays (N, m) or None."""
+
+    stamps: np.ndarray
+    names: tuple
+    position: np.ndarray
+    velocity: np.ndarray = None
+    effort: np.ndarray = None
+    frame_id: str = ''
+
+
+@dataclass
+class ArraySeries:
+    """Float64MultiArray messages to write: stamps [ns] (N,) (bag time), data (N, m)."""
+
+    stamps: np.ndarray
+    data: np.ndarray
+
+
+def _time(store, stamp):
+    sec, nanosec = divmod(int(stamp), 1_000_000_000)
+    return store.types['builtin_interfaces/msg/Time'](sec=sec, nanosec=nanosec)
+
+
+def _row(values, k, m):
+    return np.zeros(0) if values is None else np.asarray(values[k], float).reshape(m)
+
+
+def _joint_states(store, series):
+    """JointState messages of `series`, one by one."""
+    cls = store.types
+    m = len(series.names)
+    for k, stamp in enumerate(series.stamps):
+        yield cls[JOINT_STATE](
+            header=cls['std_msgs/msg/Header'](stamp=_time(store, stamp),
+                                              frame_id=series.frame_id),
+            name=list(series.names), position=_row(series.position, k, m),
+            velocity=_row(series.velocity, k, m), effort=_row(series.effort, k, m))
+
+
+def _arrays(store, series):
+    cls = store.types
+    layout = cls['std_msgs/msg/MultiArrayLayout'](dim=[], data_offset=0)
+    for row in series.data:
+        yield cls[FLOAT64_ARRAY](layout=layout, data=np.asarray(row, float))
+
+
+def _diagnostics(store, diagnostics):
+    """diagnostics: [(stamp [ns], [(name, level, message, {key: value})])]."""
+    cls = store.types
+    for stamp, statuses in diagnostics:
+        yield cls[DIAGNOSTIC_ARRAY](
+            header=cls['std_msgs/msg/Header'](stamp=_time(store, stamp), frame_id=''),
+            status=[cls['diagnostic_msgs/msg/DiagnosticStatus'](
+                level=level, name=name, message=message, hardware_id='',
+                values=[cls['diagnostic_msgs/msg/KeyValue'](key=str(k), value=str(v))
+                        for k, v in values.items()])
+                for name, level, message, values in statuses])
+
+
+def write_bag(path, *, joint_states=None, reference=None, commands=None,
+              robot_description=None, diagnostics=(), storage='mcap', topics=None,
+              latency_ns=0):
+    """Write a rosbag2 bag directory at `path` (replaced if it exists); return the path.
+
+    joint_states, reference: `JointStateSeries`; commands: `ArraySeries`;
+    robot_description: URDF text, written first (as if latched); diagnostics: see
+    `_diagnostics`; storage: 'mcap' or 'sqlite3'; topics: overrides of the default topic
+    names, keyed like the arguments; latency_ns: bag (receive) time minus header stamp of every
+    stamped message [ns].
+    """
+    names = {'joint_states': '/joint_states', 'reference': '/rnea_controller/reference',
+             'commands': '/effort_controller/commands', 'diagnostics': '/diagnostics',
+             'robot_description': '/robot_description', **(topics or {})}
+    store = default_typestore()
+    streams = []  # (topic, type, bag times, messages)
+    for key, series in (('joint_states', joint_states), ('reference', reference)):
+        if series is not None:
+            streams.append((names[key], JOINT_STATE, np.asarray(series.stamps) + latency_ns,
+                            _joint_states(store, series)))
+    if commands is not None:
+        streams.append((names['commands'], FLOAT64_ARRAY, commands.stamps,
+                        _arrays(store, commands)))
+    if diagnostics:
+        streams.append((names['diagnostics'], DIAGNOSTIC_ARRAY,
+                        np.array([t for t, _ in diagnostics]) + latency_ns,
+                        _diagnostics(store, diagnostics)))
+    _write(Path(path), storage, store, streams, names['robot_description'], robot_description)
+    return Path(path)
+
+
+def _tagged(k, times, messages):
+    """(bag time [ns], stream index, message) of one stream, for merging in time order."""
+    return ((int(t), k, msg) for t, msg in zip(times, messages))
+
+
+def _write(path, storage, store, streams, description_topic, description):
+    plugin = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}[storage]
+    if path.exists():
+        shutil.rmtree(path)
+    first = min((int(np.min(times)) for _, _, times, _ in streams if len(times)), default=1)
+    with Writer(path, version=9, storage_plugin=plugin) as writer:
+        if description is not None:
+            conn = writer.add_connection(description_topic, STRING, typestore=store)
+            writer.write(conn, first - 1, store.serialize_cdr(store.types[STRING](
+                data=description), STRING))
+        conns = [writer.add_connection(topic, msgtype, typestore=store)
+                 for topic, msgtype, _, _ in streams]
+        ordered = merge(*[_tagged(k, times, messages)
+                          for k, (_, _, times, messages) in enumerate(streams)],
+                        key=lambda item: (item[0], item[1]))
+        for t, k, msg in ordered:
+            writer.write(conns[k], t, store.serialize_cdr(msg, streams[k][1]))
