@@ -6,7 +6,7 @@ The measured efforts come from Pinocchio's RNEA (the oracle), never from this pa
 
 Run (rate 1 kHz by default, stamps t_k = T0 + k / rate):
     q_d(t)  = q0 + A sin(w t + phi)                            reference (exact derivatives)
-    q(t)    = q_d(t) - error                                   measured: a set tracking error
+    q(t)    = q_d(t - delay) - error                           measured: a set lag and error
     tau(t)  = Pinocchio RNEA(q, qd, qdd) with `payload` kg at the last joint's link origin
     u(t)    = tau_ff clipped to ±0.6 · limit, except joint `saturate[0]` held at +limit over
               [saturate[1], saturate[1] + saturate[2]) s
@@ -48,17 +48,21 @@ class Run:
     limits: np.ndarray
 
 
-def motion(n, duration, rate=1000.0, seed=0):
-    """(stamps [ns], q, qd, qdd) of smooth sinusoids, ±0.8 rad around a bent posture."""
+def motion(n, duration, rate=1000.0, seed=0, delay=0.0):
+    """(stamps [ns], q, qd, qdd) of smooth sinusoids, ±0.8 rad around a bent posture.
+
+    delay [s]: the values are those of the undelayed motion `delay` earlier, q(t - delay).
+    """
     rng = np.random.default_rng(seed)
     t = np.arange(int(round(duration * rate))) / rate
+    stamps = T0_NS + np.round(t * 1e9).astype(np.int64)
+    t = t - delay
     A = rng.uniform(0.3, 0.8, n)
     w = 2 * np.pi * rng.uniform(0.3, 0.8, n)
     phi = rng.uniform(0, 2 * np.pi, n)
     q0 = np.array([0.0, -1.2, 1.2, -1.0, 1.2, 0.0, 0.5][:n] + [0.0] * max(0, n - 7))
     s = np.sin(np.outer(t, w) + phi)
     c = np.cos(np.outer(t, w) + phi)
-    stamps = T0_NS + np.round(t * 1e9).astype(np.int64)
     return stamps, q0 + A * s, A * w * c, -A * w ** 2 * s
 
 
@@ -80,19 +84,20 @@ def pinocchio_efforts(urdf_path, names, q, qd, qdd, payload=0.0):
 
 
 def make_run(urdf_path, names, limits, duration=3.0, error=None, payload=0.0,
-             saturate=None, seed=0):
-    """A `Run` without gaps (see `write_run` for those)."""
+             saturate=None, seed=0, delay=0.0):
+    """A `Run` without gaps (see `write_run` for those); the arm lags by `delay` [s]."""
     n = len(names)
-    stamps, q_d, qd_d, qdd = motion(n, duration, seed=seed)
+    stamps, q_d, qd_d, _ = motion(n, duration, seed=seed)
+    _, q, qd, qdd = motion(n, duration, seed=seed, delay=delay)
     error = np.zeros(n) if error is None else np.asarray(error, float)
-    q = q_d - error
-    tau = pinocchio_efforts(urdf_path, names, q, qd_d, qdd, payload)
+    q = q - error
+    tau = pinocchio_efforts(urdf_path, names, q, qd, qdd, payload)
     commands = np.clip(tau, -0.6 * limits, 0.6 * limits)
     if saturate is not None:
         joint, start, length = saturate
         t = (stamps - T0_NS) * 1e-9
         commands[(t >= start) & (t < start + length), joint] = limits[joint]
-    return Run(tuple(names), stamps, q_d, qd_d, q, qd_d, qdd, tau, commands,
+    return Run(tuple(names), stamps, q_d, qd_d, q, qd, qdd, tau, commands,
                np.asarray(limits, float))
 
 

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from rnea_controller.control.trajectory import plan, TrajectoryPoint
+from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import ModelError
 
@@ -96,24 +96,25 @@ class JointStateInput:
 
 def trajectory_arrays(msg):
     """(names, times [s], positions, velocities, accelerations) of a JointTrajectory, cheaply:
-    one pass over the points, their arrays as numpy views (no per-value Python floats)."""
-    times = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
-                      for p in msg.points])
-    rows = [[np.frombuffer(getattr(p, field), np.float64) if len(getattr(p, field)) else
-             np.zeros(0) for p in msg.points]
+    one pass over the points; each point's arrays are passed as they are (array.array rows),
+    for `plan_arrays` to check and stack in numpy."""
+    points = msg.points
+    times = np.fromiter((p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
+                         for p in points), np.float64, len(points))
+    rows = [[getattr(p, field) for p in points]
             for field in ('positions', 'velocities', 'accelerations')]
-    return list(msg.joint_names), times, *rows
+    velocities, accelerations = (row if any(len(r) for r in row) else None for row in rows[1:])
+    return list(msg.joint_names), times, rows[0], velocities, accelerations
 
 
 def plan_trajectory(msg, cfg, current, now, start):
     """The reference replacing the current one: msg checked and planned from `current`."""
     names, times, positions, velocities, accelerations = trajectory_arrays(msg)
     check_names(names)
-    points = [TrajectoryPoint(t, tuple(p), tuple(v), tuple(a))
-              for t, p, v, a in zip(times, positions, velocities, accelerations, strict=True)]
-    return plan(names, points, joint_names=cfg.joints,
-                position_limits=cfg.model.position_limits[cfg.index], current=current,
-                now=now, start_time=start, allow_partial=cfg.allow_partial)
+    return plan_arrays(names, times, positions, velocities, accelerations,
+                       joint_names=cfg.joints,
+                       position_limits=cfg.model.position_limits[cfg.index], current=current,
+                       now=now, start_time=start, allow_partial=cfg.allow_partial)
 
 
 def wrench(msg, model):

@@ -48,7 +48,6 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
-from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
 from rnea_controller.control.loop_stats import LoopStats
@@ -57,7 +56,9 @@ from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
 from rnea_controller.ros import diagnostics, inputs, realtime
 from rnea_controller.ros import parameters as ros_parameters
+from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.effort_check import effort_controller_mismatch
+from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
 PARAMETERS = {spec.name: spec for spec in GLOBAL}  # the node's global parameters (the table)
@@ -79,6 +80,7 @@ class ControllerNode(LifecycleNode):
         super().__init__(NODE_NAME, **kwargs)
         ros_parameters.declare_global(self)
         self.config, self._pending, self._timer = None, None, None
+        self.action_server, self.intake = None, None
         self.mode = 'unconfigured'
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
@@ -111,6 +113,7 @@ class ControllerNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._allocate(self.config)
         self._create_entities()
+        self.intake = TrajectoryIntake(self)
         self.mode = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
@@ -126,6 +129,7 @@ class ControllerNode(LifecycleNode):
         self._stale_since, self._failure_logged = None, False
         self.mode = 'waiting for joint states'
         self._timer = self.create_timer(self.config.period, self._tick, clock=self._steady)
+        self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active')
         return TransitionCallbackReturn.SUCCESS
@@ -136,6 +140,7 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state):
+        self.intake.destroy()
         for entity in self._entities:
             if isinstance(entity, Publisher):
                 self.destroy_publisher(entity)
@@ -173,6 +178,9 @@ class ControllerNode(LifecycleNode):
             self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
+        if self.action_server is not None:  # after the final command: its goal ends as JTC's
+            self.action_server.destroy()
+            self.action_server = None
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -220,8 +228,6 @@ class ControllerNode(LifecycleNode):
             self.command_pub, self.reference_pub, self.diagnostics_pub,
             self.create_subscription(JointState, value('joint_states_topic').value,
                                      self._on_joint_states, state_qos),
-            self.create_subscription(JointTrajectory, '~/joint_trajectory', self._on_trajectory,
-                                     10),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
 
     # --- the loop -----------------------------------------------------------------------
@@ -236,16 +242,26 @@ class ControllerNode(LifecycleNode):
         if t_start - state.time > cfg.state_timeout:
             self._stale_tick(cfg, t_start)
         else:
-            if self.trajectory is None:
-                self._hold_measured(now_ns)
-            t = self._seconds(now_ns) + cfg.period
-            ref = self.trajectory.sample(t, self._ref)
-            tau = self.controller.command(cfg, state.q, state.qd, ref, self._wrench(cfg, t_start))
-            self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
-            if self.controller.failing_since is not None:
-                self._law_failure(cfg, t_start)
-            self._publish(tau, ref, now_ns + round(cfg.period * 1e9))
+            self._control_tick(cfg, state, now_ns, t_start)
         self._after_tick(t_start)
+
+    def _control_tick(self, cfg, state, now_ns, t_start):
+        """Fresh state: the law towards the reference one period ahead, published."""
+        if self.action_server is not None:
+            self.action_server.swap_in()
+        self.intake.swap_in()
+        if self.trajectory is None:
+            self._hold_measured(now_ns)
+        t = self._seconds(now_ns) + cfg.period
+        ref = self.trajectory.sample(t, self._ref)
+        tau = self.controller.command(cfg, state.q, state.qd, ref, self._wrench(cfg, t_start))
+        self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
+        if self.controller.failing_since is not None:
+            self._law_failure(cfg, t_start)
+        ref_ns = now_ns + round(cfg.period * 1e9)
+        self._publish(tau, ref, ref_ns)
+        if self.action_server is not None:
+            self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
 
     def _swap_pending(self):
         if self._pending is not None:
@@ -326,22 +342,6 @@ class ControllerNode(LifecycleNode):
             self.state.take(msg, self.config.values['velocity_source'])
         except ValueError as error:
             self._reject('joint_states', error)
-
-    def _on_trajectory(self, msg):
-        """Replace the reference from the current desired state, or refuse with the reason."""
-        try:
-            if self._timer is None or self.trajectory is None:
-                raise inputs.TrajectoryError(f'controller is {self.mode}: no trajectory accepted')
-            now = self._seconds(self._now_ns())
-            stamp = msg.header.stamp
-            start = None if stamp.sec == 0 and stamp.nanosec == 0 else self._seconds(
-                stamp.sec * 1_000_000_000 + stamp.nanosec)
-            self.trajectory = inputs.plan_trajectory(msg, self.config,
-                                                     self.trajectory.sample(now), now, start)
-        except (inputs.TrajectoryError, ValueError, TypeError) as error:
-            return self._reject('joint_trajectory', error)
-        self.get_logger().info(f'trajectory accepted: {len(msg.points)} points, ends in '
-                               f'{self.trajectory.end_time - now:.3f} s')
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""
