@@ -6,8 +6,9 @@ executor that runs the subscription. So the topic is subscribed by a helper node
 (`<node>_trajectory`, no global ROS arguments, the topic spelled out under the controller's
 name) spun by its own executor in its own thread: deserialization and planning
 (`inputs.plan_trajectory`, numpy on whole arrays) run there, and the tick only swaps the
-planned trajectory in (O(1)), if the reference it was planned from is still the current one. The interpreter's switch interval is
-shortened so that the tick gets the GIL back within about half a millisecond.
+planned trajectory in (O(1)), if the reference it was planned from is still the current
+one. The interpreter's switch interval is shortened so that the tick gets the GIL back within
+about half a millisecond.
 """
 import sys
 import threading
