@@ -124,3 +124,29 @@ def test_sensor_noise_has_the_requested_spread():
     assert np.std(measured_qd) == pytest.approx(2e-2, rel=0.02)
     assert np.mean(measured_qd) == pytest.approx(1.0, abs=1e-3)
     np.testing.assert_array_equal(measure(q, qd, rng)[0], q)  # no noise by default
+
+
+def test_command_hold_has_no_timeout_by_default():
+    """As JointGroupEffortController: the last command forever."""
+    hold = CommandHold(1)
+    hold.push(0.0, [2.0])
+    np.testing.assert_array_equal(hold.current(3600.0), [2.0])
+
+
+def test_a_gravity_compensating_arm_adds_its_nominal_gravity(oracle):
+    """g(q) is MuJoCo's and equals Pinocchio's; with compensates_gravity a zero command holds
+    the arm still, but a payload the robot does not know makes it sag."""
+    model, data = oracle
+    plant = Plant(URDF_TEXT, PlantOptions(compensates_gravity=True))
+    q = HOME + np.array([0.3, 0.2, -0.4, 0.1, 0.5, 0.0])
+    np.testing.assert_allclose(plant.gravity(q), pin.computeGeneralizedGravity(model, data, q),
+                               atol=1e-9)
+    plant.reset(q)
+    for _ in range(1000):
+        assert np.all(plant.step(np.zeros(6)) == 0.0)  # the reported effort is the command
+    np.testing.assert_allclose(plant.q, q, atol=1e-9)
+    loaded = Plant(URDF_TEXT, PlantOptions(compensates_gravity=True, payload_mass=1.5))
+    loaded.reset(q)
+    for _ in range(200):
+        loaded.step(np.zeros(6))
+    assert np.max(np.abs(loaded.q - q)) > 1e-3

@@ -1,8 +1,11 @@
 """The simulator node `rnea-sim`, a real subprocess, driven over DDS from this process.
 
-One simulator serves the module (starting one costs ~2 s); the tests run in file order and each
-sets up the state it checks. Oracle: Pinocchio's gravity torques must hold the MuJoCo arm still.
+Two simulators serve the module (starting one costs ~2 s): `sim`, with the defaults, in a
+namespace and renamed as a launch file does; `stream`, as a 500 Hz positions-only driver with
+jitter and a command watchdog. The tests run in file order and each sets up the state it
+checks. Oracle: Pinocchio's gravity torques must hold the MuJoCo arm still.
 """
+import subprocess
 import threading
 import time
 
@@ -22,28 +25,30 @@ from rnea_controller.errors import ParameterError
 from rnea_controller.sim.node import command_order, HOME, initial_positions, PARAMETERS, sim_config
 from rnea_controller.sim.plant import Plant
 
-TIMEOUT = 0.4  # [s] the simulator's command_timeout in these tests
+TIMEOUT = 0.4  # [s] the `stream` simulator's command_timeout
+NS = '/arm_t'  # the namespace of the `sim` simulator
 
 
 class Probe:
     """A test node: joint states (kept), robot description, diagnostics, command publisher."""
 
-    def __init__(self):
+    def __init__(self, ns=NS):
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node('sim_probe', context=self.context)
         self.lock = threading.Lock()
         self.states, self.descriptions, self.diagnostics = [], [], []
-        self.node.create_subscription(JointState, '/joint_states', self._keep(self.states), 1000)
+        self.node.create_subscription(JointState, f'{ns}/joint_states', self._keep(self.states),
+                                      1000)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE)
-        self.node.create_subscription(String, '/robot_description',
+        self.node.create_subscription(String, f'{ns}/robot_description',
                                       self._keep(self.descriptions), latched)
         from diagnostic_msgs.msg import DiagnosticArray
         self.node.create_subscription(DiagnosticArray, '/diagnostics',
                                       self._keep(self.diagnostics), 10)
         self.commands = self.node.create_publisher(Float64MultiArray,
-                                                   '/effort_controller/commands', 10)
+                                                   f'{ns}/effort_controller/commands', 10)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
@@ -72,12 +77,17 @@ class Probe:
         rclpy.shutdown(context=self.context)
 
 
+def start_sim(tmp_path_factory, ns, *ros_args):
+    processes = Processes(tmp_path_factory.mktemp('sim'))
+    proc = processes.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={ns}',
+                            *ros_args])
+    return processes, proc, Probe(ns)
+
+
 @pytest.fixture(scope='module')
 def sim(tmp_path_factory):
-    processes = Processes(tmp_path_factory.mktemp('sim'))
-    proc = processes.start([console_script('rnea-sim'), '--ros-args', '-p',
-                            f'command_timeout:={TIMEOUT}'])
-    probe = Probe()
+    """Defaults, in namespace NS, renamed `arm_sim` as launch_ros's `name=` does."""
+    processes, proc, probe = start_sim(tmp_path_factory, NS, '-r', '__node:=arm_sim')
     try:
         assert wait_for(lambda: probe.latest() is not None, 20.0), processes.output(proc)
         yield probe, processes, proc
@@ -102,7 +112,8 @@ def test_publishes_stamped_joint_states_at_1khz_and_the_latched_description(sim)
         states = list(probe.states)
     stamps = np.array([stamp(m) for m in states])
     assert np.median(np.diff(stamps)) == pytest.approx(1e-3, abs=2e-5)
-    assert (len(stamps) - 1) / (stamps[-1] - stamps[0]) > 0.5e3
+    # the rate seen; on a loaded machine the physics catches up and publishes the newest only
+    assert (len(stamps) - 1) / (stamps[-1] - stamps[0]) > 0.25e3
     last = states[-1]
     assert list(last.name) == ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint',
                                'wrist_1_joint', 'wrist_2_joint', 'wrist_3_joint']
@@ -157,14 +168,74 @@ def test_bad_commands_are_refused_and_counted(sim):
 
 
 @pytest.mark.integration
-def test_command_timeout_applies_zero_effort_and_says_so(sim):
+def test_without_a_timeout_the_last_command_is_applied_forever(sim):
+    """As JointGroupEffortController: no timeout of its own (the default, command_timeout 0)."""
     probe, processes, proc = sim
+    probe.send(gravity(HOME))
+    sent = time.time()
+    assert wait_for(lambda: stamp(probe.latest()) > sent + 1.5, 10.0)
+    np.testing.assert_allclose(probe.latest().effort, gravity(HOME), atol=1e-12)
+    assert 'applying zero effort' not in processes.output(proc)
+
+
+@pytest.mark.integration
+def test_names_are_relative_and_unique_under_a_namespace(sim):
+    probe, _, _ = sim
+    names = set()
+    assert wait_for(lambda: names.update(probe.node.get_node_names_and_namespaces()) or
+                    {('arm_sim', NS), ('arm_sim_commands', NS)} <= names, 5.0), names
+    topics = dict(probe.node.get_topic_names_and_types())
+    for topic in ('joint_states', 'robot_description', 'effort_controller/commands'):
+        assert f'{NS}/{topic}' in topics, sorted(topics)
+    assert '/joint_states' not in topics and '/diagnostics' in topics
+
+
+@pytest.fixture(scope='module')
+def stream(tmp_path_factory):
+    """A 500 Hz positions-only driver with 0.3 ms jitter and a command watchdog."""
+    processes, proc, probe = start_sim(
+        tmp_path_factory, '/arm_s', '-p', 'publish_rate:=500.0', '-p', 'publish_jitter:=0.0003',
+        '-p', 'publish_velocity:=false', '-p', f'command_timeout:={TIMEOUT}')
+    try:
+        assert wait_for(lambda: probe.latest() is not None, 20.0), processes.output(proc)
+        yield probe, processes, proc
+    finally:
+        probe.close()
+        processes.close()
+
+
+@pytest.mark.integration
+def test_a_500_hz_positions_only_stream_stamped_on_its_grid(stream):
+    probe, _, _ = stream
+    probe.clear()
+    assert wait_for(lambda: len(probe.states) >= 500, 10.0)
+    with probe.lock:
+        states = list(probe.states)
+    stamps = np.array([stamp(m) for m in states])
+    steps = np.diff(stamps)
+    assert np.median(steps) == pytest.approx(2e-3, abs=2e-5)
+    # stamped when sampled, on the 1 ms physics grid, whatever the publication jitter
+    np.testing.assert_allclose(steps / 1e-3, np.round(steps / 1e-3), atol=0.01)
+    assert all(len(m.velocity) == 0 and len(m.position) == 6 for m in states)
+
+
+@pytest.mark.integration
+def test_command_timeout_applies_zero_effort_and_says_so(stream):
+    probe, processes, proc = stream
     probe.send(gravity(HOME))
     assert wait_for(lambda: np.any(np.asarray(probe.latest().effort) != 0), 2.0)
     assert wait_for(lambda: np.all(np.asarray(probe.latest().effort) == 0), TIMEOUT + 1.0)
     assert 'applying zero effort' in processes.output(proc)
     # without effort the arm falls under gravity
     assert wait_for(lambda: abs(probe.latest().position[1] - HOME[1]) > 1e-2, 2.0)
+
+
+@pytest.mark.integration
+def test_help_answers_without_starting_a_simulator():
+    done = subprocess.run([console_script('rnea-sim'), '--help'], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0 and 'publish_jitter' in done.stdout
+    assert 'simulating' not in done.stdout + done.stderr
 
 
 def parameters(**changes):
@@ -178,6 +249,8 @@ def parameters(**changes):
 
 @pytest.mark.parametrize('changes, message', [
     ({'timestep': 0.5}, "'timestep' must be in"),
+    ({'publish_rate': 2000.0}, "'publish_rate' 2000.0 Hz is above the physics rate"),
+    ({'publish_rate': 500.0, 'publish_jitter': 0.002}, "'publish_jitter' 0.002 s must be below"),
     ({'damping': [-1.0]}, 'damping must be finite and >= 0'),
     ({'payload_mass': float('nan')}, "'payload.mass' must be finite"),
     ({'urdf_file': '/nonexistent.urdf'}, "'urdf_file': cannot read /nonexistent.urdf"),

@@ -77,6 +77,7 @@ from rnea_controller.control.loop_stats import LoopStats
 from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
+from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.cdr import JointStateReader
 
 NODE_NAME = 'rnea_controller'
@@ -186,6 +187,7 @@ class ControllerNode(LifecycleNode):
         self._urdf_from_topic = None
         self._base_model = None
         self._timer = None
+        self.action_server = None
         self._publishers_, self._subscriptions_ = [], []
         self._declared = [name for name in PARAMETERS if name in DEFAULTS]
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -224,6 +226,7 @@ class ControllerNode(LifecycleNode):
         self._stale_since = None
         self.mode = 'waiting for joint states'
         self._timer = self.create_timer(self.config.period, self._tick)
+        self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active')
         return TransitionCallbackReturn.SUCCESS
@@ -265,6 +268,9 @@ class ControllerNode(LifecycleNode):
             self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
+        if self.action_server is not None:  # after the final command: its goal ends as JTC's
+            self.action_server.destroy()
+            self.action_server = None
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -348,6 +354,8 @@ class ControllerNode(LifecycleNode):
         if t_start - self._state_time > cfg.state_timeout:
             self._stale_tick(cfg, t_start)
         else:
+            if self.action_server is not None:
+                self.action_server.swap_in()
             if self.trajectory is None:
                 self._hold_measured(now_ns)
             t = (now_ns - self._t0_ns) * 1e-9 + cfg.period
@@ -355,6 +363,9 @@ class ControllerNode(LifecycleNode):
             tau = self.controller.command(cfg, self.q, self.qd, ref, self._wrench(cfg, t_start))
             self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
             self._publish(tau, ref, now_ns + round(cfg.period * 1e9))
+            if self.action_server is not None:
+                self.action_server.leave_snapshot(now_ns + round(cfg.period * 1e9), ref, self.q,
+                                                  self.qd, cfg.index, tau)
         t_end = time.perf_counter()
         self.stats.record(t_start, t_end, cfg.period)
         if t_end >= self._diagnostics_due:  # once a second, in the slack after the command

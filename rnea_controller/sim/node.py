@@ -1,18 +1,26 @@
 """rnea_sim: the simulated arm as a ROS 2 node, standing in for a ros2_control stack.
 
-MuJoCo integrates the arm (see `rnea_controller.sim.plant`); this node is the ROS glue:
+MuJoCo integrates the arm (see `rnea_controller.sim.plant`); this node is the ROS glue. Topic
+names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to all of them:
 
 - subscribes to effort commands (std_msgs/Float64MultiArray, `command_topic`, default
-  `/effort_controller/commands`, ordered as parameter `joints`, default all joints in URDF tree
-  order). Like ros2_control's forward command controller it applies the last command until a
-  newer one arrives, after `command_delay` [s]; after `command_timeout` [s] without one it applies
-  zero effort and logs so. Commands of the wrong length or with non-finite values are refused and
-  counted. Before the first command the joints are braked at `initial_positions` (parameter
-  `hold_until_first_command`), as a real arm waits on its brakes for its controller.
-- publishes `/joint_states` (sensor_msgs/JointState: position and velocity with optional sensor
-  noise, effort = the applied command, clipped to the URDF limits) at every physics step, and
-  `/robot_description` (std_msgs/String, transient-local) with the URDF as given, never with the
-  plant-only payload; `/diagnostics` at 1 Hz (status 'rnea_sim: plant').
+  `effort_controller/commands`, ordered as parameter `joints`, default all joints in URDF tree
+  order). Like ros2_control's JointGroupEffortController it applies the last command until a
+  newer one arrives, forever: that controller has no timeout. `command_timeout` [s] > 0 adds a
+  hardware-side watchdog (zero effort after that long without a command, logged). A command
+  takes effect, after `command_delay` [s], from the first physics step that starts after its
+  arrival (a zero-order hold, as a drive applies it at its next cycle). Commands of the wrong
+  length or with non-finite values are refused and counted. Before the first command the
+  joints are braked at `initial_positions` (`hold_until_first_command`), as a real arm waits on
+  its brakes for its controller. With `compensates_gravity` the arm adds g(q) to every command
+  itself, as Franka and KUKA FRI do (see the plant).
+- publishes `joint_states` (sensor_msgs/JointState: position and velocity with optional sensor
+  noise, effort = the applied command, clipped to the URDF limits), stamped with the instant
+  the state was sampled, at `publish_rate` [Hz] (default: every physics step), each after a
+  random delay U(0, `publish_jitter`) [s]; with `publish_velocity` false the velocity array is
+  empty, as positions-only drivers send it. `robot_description` (std_msgs/String,
+  transient-local) with the URDF as given, never with the plant-only payload; `/diagnostics`
+  (absolute, as every ROS node publishes it) at 1 Hz (status 'rnea_sim: plant').
 
 Timing: sim time = wall time. A dedicated thread steps the physics at 1/timestep (1 kHz) against
 absolute wall-clock deadlines t0 + k·dt. When it wakes late (the machine was busy) the physics
@@ -22,8 +30,11 @@ time, i.e. the last one received, as a real arm keeps moving under its last comm
 it drop the lag (the arm is frozen for that interval), re-anchor sim time to wall time, count
 'skipped steps' and log a warning.
 """
+import argparse
+from collections import deque
 from dataclasses import dataclass
 import math
+import sys
 import threading
 import time
 
@@ -35,6 +46,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
@@ -50,11 +62,16 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'robot_description': ('', 'URDF text; empty: read urdf_file'),
     'urdf_file': ('', 'URDF path; empty: the bundled arm'),
     'joints': (Parameter.Type.STRING_ARRAY, 'order of the command array; unset: all joints'),
-    'command_topic': ('/effort_controller/commands', 'effort command topic'),
+    'command_topic': ('effort_controller/commands', 'effort command topic (relative)'),
     'initial_positions': (Parameter.Type.DOUBLE_ARRAY,
                           '[rad] in plant joint order; unset: home pose of the bundled arm, '
                           'zeros otherwise'),
-    'timestep': (0.001, '[s] physics step and joint-state period'),
+    'timestep': (0.001, '[s] physics step'),
+    'publish_rate': (0.0, '[Hz] joint-state rate, at most 1/timestep; 0: every physics step'),
+    'publish_jitter': (0.0, '[s] each joint state is published after a random delay '
+                       'U(0, publish_jitter), stamped when sampled; below 1/publish_rate'),
+    'publish_velocity': (True, 'false: empty velocity arrays, as positions-only drivers'),
+    'compensates_gravity': (False, 'add g(q) to every command, as Franka and KUKA FRI do'),
     'damping': ([0.0], '[N·m·s/rad] viscous joint damping, one value or one per joint'),
     'friction': ([0.0], '[N·m] Coulomb joint friction (MuJoCo frictionloss), one or per joint'),
     'position_noise': (0.0, '[rad] std of the measured position noise'),
@@ -64,7 +81,8 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'payload.com': ([0.0, 0.0, 0.0], '[m] payload centre of mass in payload.link'),
     'payload.link': ('', 'link carrying the payload; empty: the last link'),
     'command_delay': (0.0, '[s] transport delay before a command is applied'),
-    'command_timeout': (0.5, '[s] without commands before applying zero effort; 0: never'),
+    'command_timeout': (0.0, '[s] without commands before applying zero effort; 0: never, '
+                        'as JointGroupEffortController'),
     'hold_until_first_command': (True, 'brake the joints until the first command'),
     'max_catch_up': (1000, 'steps the physics catches up after waking late; more are skipped'),
 }
@@ -82,6 +100,9 @@ class SimConfig:
     position_noise: float
     velocity_noise: float
     noise_seed: int
+    publish_period: float
+    publish_jitter: float
+    publish_velocity: bool
     command_delay: float
     command_timeout: float
     hold_until_first_command: bool
@@ -121,7 +142,9 @@ def sim_config(values):
     plant = PlantOptions(
         timestep=timestep, damping=tuple(values['damping']), friction=tuple(values['friction']),
         payload_mass=_nonnegative(values, 'payload.mass'),
-        payload_com=tuple(values['payload.com']), payload_link=values['payload.link'])
+        payload_com=tuple(values['payload.com']), payload_link=values['payload.link'],
+        compensates_gravity=bool(values['compensates_gravity']))
+    period, jitter = publish_timing(values, timestep)
     return SimConfig(
         urdf=read_urdf(values['robot_description'], values['urdf_file']),
         joints=tuple(values['joints']) if values['joints'] else None,
@@ -132,10 +155,25 @@ def sim_config(values):
         position_noise=_nonnegative(values, 'position_noise'),
         velocity_noise=_nonnegative(values, 'velocity_noise'),
         noise_seed=int(values['noise_seed']),
+        publish_period=period, publish_jitter=jitter,
+        publish_velocity=bool(values['publish_velocity']),
         command_delay=_nonnegative(values, 'command_delay'),
         command_timeout=_nonnegative(values, 'command_timeout'),
         hold_until_first_command=bool(values['hold_until_first_command']),
         max_catch_up=max(1, int(values['max_catch_up'])))
+
+
+def publish_timing(values, timestep):
+    """(publish period [s], jitter [s]) from `publish_rate` and `publish_jitter`, checked."""
+    rate = _nonnegative(values, 'publish_rate') or 1.0 / timestep
+    if rate > 1.0 / timestep * (1 + 1e-9):
+        raise ParameterError(f"parameter 'publish_rate' {rate} Hz is above the physics rate "
+                             f'{1.0 / timestep:g} Hz (1/timestep): states are sampled at steps')
+    jitter = _nonnegative(values, 'publish_jitter')
+    if jitter >= 1.0 / rate:
+        raise ParameterError(f"parameter 'publish_jitter' {jitter} s must be below the "
+                             f'publish period {1.0 / rate} s')
+    return 1.0 / rate, jitter
 
 
 def command_order(plant_joints, joints):
@@ -175,29 +213,39 @@ class SimNode(Node):
                                 self.config.command_timeout)
         self.rng = np.random.default_rng(self.config.noise_seed)
         self.counts = dict.fromkeys(('received', 'refused', 'late steps', 'skipped steps',
-                                     'timeouts'), 0)
+                                     'timeouts', 'states published'), 0)
         self.status = 'waiting'
+        self._outbox = deque()  # (wall time [s], JointState) publications due
         self._make_interfaces()
         self.running = True
         self.thread = threading.Thread(target=self._physics_loop, name='physics', daemon=True)
         self.thread.start()
+        cfg = self.config
         self.get_logger().info(
             f'simulating {self.plant.n} joints {list(self.plant.joint_names)} at '
-            f'{1 / self.config.plant.timestep:.0f} Hz; payload {self.config.plant.payload_mass} '
-            f'kg, command delay {self.config.command_delay} s, timeout '
-            f'{self.config.command_timeout} s')
+            f'{1 / cfg.plant.timestep:.0f} Hz, states at {1 / cfg.publish_period:.0f} Hz '
+            f'(jitter {cfg.publish_jitter * 1e3:g} ms, velocities '
+            f'{"yes" if cfg.publish_velocity else "no"}); payload {cfg.plant.payload_mass} kg, '
+            f'gravity compensated by the arm: {cfg.plant.compensates_gravity}, command delay '
+            f'{cfg.command_delay} s, timeout {cfg.command_timeout or "none"}')
 
     def _make_interfaces(self):
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE)
-        self.description_pub = self.create_publisher(String, '/robot_description', latched)
+        self.description_pub = self.create_publisher(String, 'robot_description', latched)
         self.description_pub.publish(String(data=self.config.urdf))
-        self.state_pub = self.create_publisher(JointState, '/joint_states', 10)
+        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         # Commands are taken by the physics thread itself, from a subscription of a second node
         # that no executor spins: no executor wake-up per 1 kHz command (a quarter of a core).
-        self.command_node = rclpy.create_node('rnea_sim_commands', context=self.context)
+        # That node ignores the command line (a launch file's `__node:=` would give it this
+        # node's name); it subscribes to the topic name as this node resolves it (namespace and
+        # remappings applied).
+        self.command_node = rclpy.create_node(
+            f'{self.get_name()}_commands', namespace=self.get_namespace(), context=self.context,
+            use_global_arguments=False)
         self.command_sub = self.command_node.create_subscription(
-            Float64MultiArray, self.config.command_topic, self.on_command, 10)
+            Float64MultiArray, self.resolve_topic_name(self.config.command_topic),
+            self.on_command, 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_timer(1.0, self.publish_diagnostics)
 
@@ -227,21 +275,46 @@ class SimNode(Node):
         return [self.plant.joint_names[i] for i in self.order]
 
     def _physics_loop(self):
-        """Step at t0 + k·dt of the wall clock; catch up when late, drop lag beyond a bound."""
+        """Step at t0 + k·dt of the wall clock; catch up when late, drop lag beyond a bound;
+        publish each state when its (jittered) publication time comes."""
         dt = self.config.plant.timestep
         t0, k = time.time(), 0
+        self._next_sample = t0  # the next instant a state is sampled for publication [s]
         while self.running and rclpy.ok():
             due = int((time.time() - t0) / dt)
             if due - k > self.config.max_catch_up:
                 self._skip(due - k - 1, dt)
                 k = due - 1
+                self._next_sample = t0 + k * dt
             self.counts['late steps'] += max(0, due - k - 1)
             self._take_commands()
+            state = None
             while k < due:
+                self._step(t0 + k * dt)  # the step [t_k, t_k+1] under the command due at t_k
                 k += 1
-                self._step(t0 + k * dt)
-            self._publish_state(t0 + k * dt)
-            time.sleep(max(0.0, t0 + (k + 1) * dt - time.time()))
+                if t0 + k * dt >= self._next_sample - 1e-9:
+                    state = self._sample(t0 + k * dt)
+            if state is not None:  # after catching up: only the newest state
+                self._outbox.append(state)
+            self._publish_due()
+            wake = t0 + (k + 1) * dt
+            if self._outbox:
+                wake = min(wake, self._outbox[0][0])
+            time.sleep(max(0.0, wake - time.time()))
+
+    def _sample(self, t):
+        """The state at time t [s], as a (publication time, message) pair."""
+        cfg = self.config
+        while self._next_sample <= t + 1e-9:  # the publish grid t0 + j·period, never behind
+            self._next_sample += cfg.publish_period
+        delay = self.rng.uniform(0.0, cfg.publish_jitter) if cfg.publish_jitter > 0 else 0.0
+        return t + delay, self._state_msg(t)
+
+    def _publish_due(self):
+        now = time.time()
+        while self._outbox and self._outbox[0][0] <= now:
+            self.state_pub.publish(self._outbox.popleft()[1])
+            self.counts['states published'] += 1
 
     def _skip(self, steps, dt):
         self.counts['skipped steps'] += steps
@@ -250,7 +323,7 @@ class SimNode(Node):
                                   throttle_duration_sec=1.0)
 
     def _step(self, t):
-        """One physics step at wall time t [s] with the command due then."""
+        """One physics step from wall time t [s], under the command in force at t."""
         status = self.hold.status(t)
         tau = self.hold.current(t)
         self._log_status(status)
@@ -270,7 +343,8 @@ class SimNode(Node):
             self.get_logger().info('commands received: applying them')
         self.status = status
 
-    def _publish_state(self, t):
+    def _state_msg(self, t):
+        """The measured joint state now, stamped t [s]."""
         q, qd = measure(self.plant.q, self.plant.qd, self.rng, self.config.position_noise,
                         self.config.velocity_noise)
         msg = JointState()
@@ -278,9 +352,9 @@ class SimNode(Node):
         msg.header.stamp.nanosec = int((t - int(t)) * 1e9)
         msg.name = list(self.plant.joint_names)
         msg.position = q.tolist()
-        msg.velocity = qd.tolist()
+        msg.velocity = qd.tolist() if self.config.publish_velocity else []
         msg.effort = self.plant.applied.tolist()
-        self.state_pub.publish(msg)
+        return msg
 
     def publish_diagnostics(self):
         """Plant status on /diagnostics (1 Hz)."""
@@ -302,8 +376,21 @@ class SimNode(Node):
         self.command_node.destroy_node()
 
 
+def parse_arguments(argv):
+    """`rnea-sim --help` lists the parameters and exits; ROS arguments are left to rclpy."""
+    unset = type(Parameter.Type.STRING_ARRAY)
+    epilog = 'parameters (--ros-args -p name:=value):\n' + '\n'.join(
+        f'  {name} (default {"unset" if isinstance(default, unset) else repr(default)}): {text}'
+        for name, (default, text) in PARAMETERS.items())
+    parser = argparse.ArgumentParser(
+        prog='rnea-sim', description=__doc__.split('\n')[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
+    return parser.parse_args(remove_ros_args(argv)[1:])
+
+
 def main(args=None):
-    """Console script `rnea-sim` / `ros2 run rnea_controller sim`."""
+    """Console script `rnea-sim` / `ros2 run rnea_controller rnea-sim`."""
+    parse_arguments(sys.argv if args is None else args)
     rclpy.init(args=args)
     node = None
     try:

@@ -13,6 +13,10 @@ Pinocchio. The realism options, all unknown to the controller's model:
 - `friction`: Coulomb friction [N·m] (MuJoCo `frictionloss`, a soft dry-friction constraint);
 - `payload_mass` [kg] at `payload_com` [m] in the frame of `payload_link` (default: the last
   link, the child of the last joint), added to the MuJoCo model as a welded body;
+- `compensates_gravity`: the plant adds g(q) to every command itself, as Franka (libfranka,
+  franka_ros2) and KUKA (FRI) torque interfaces do. g(q) is MuJoCo's (`qfrc_bias` at zero
+  velocity) on the URDF's own model, without the hidden payload, as a robot knows only its own
+  nominal model; never this package's RNEA;
 - sensor noise and a command delay, applied by `measure` and `CommandHold`.
 
 This module never imports rclpy: the ROS node `rnea_controller.sim.node` is a thin layer on top.
@@ -36,8 +40,9 @@ class PlantOptions:
 
     timestep [s]; damping [N·m·s/rad] and friction [N·m]: one value for every joint or one per
     joint (in plant joint order); payload_mass [kg]; payload_com [m] in payload_link's frame;
-    payload_link: a URDF link name, or '' for the last link; clamp_effort: clip commands to the
-    URDF `<limit effort>` like a drive does.
+    payload_link: a URDF link name, or '' for the last link; clamp_effort: clip the applied
+    effort to the URDF `<limit effort>` like a drive does; compensates_gravity: add the nominal
+    g(q) to every command (the robot-side gravity compensation of Franka and KUKA FRI).
     """
 
     timestep: float = 0.001
@@ -47,6 +52,7 @@ class PlantOptions:
     payload_com: tuple = (0.0, 0.0, 0.0)
     payload_link: str = ''
     clamp_effort: bool = True
+    compensates_gravity: bool = False
 
 
 def urdf_effort_limits(urdf_text):
@@ -138,6 +144,9 @@ class Plant:
         self.effort_limits = np.array([limits.get(name, math.inf) for name in self.joint_names])
         self.clamp_effort = options.clamp_effort
         self.applied = np.zeros(self.n)
+        self._nominal = build_model(urdf_text, PlantOptions(timestep=options.timestep))
+        self._nominal_data = mujoco.MjData(self._nominal)
+        self.compensates_gravity = options.compensates_gravity
 
     @property
     def q(self):
@@ -162,17 +171,31 @@ class Plant:
         mujoco.mj_forward(self.model, self.data)
 
     def step(self, tau):
-        """Apply joint efforts tau [N·m] (clipped to the URDF limits) for one time step.
+        """Apply joint efforts tau [N·m] for one time step (zero-order hold over the step).
 
-        Returns the applied efforts, which a drive would report as measured effort.
+        With `compensates_gravity` the plant applies tau + g(q) (nominal model, see module doc).
+        The total is clipped to the URDF limits. Returns the commanded part of what was applied
+        (the total minus the robot's own g(q)), which the simulator reports as effort.
         """
         tau = self._vector(tau, 'tau')
+        g = self.gravity(self.data.qpos) if self.compensates_gravity else 0.0
+        total = tau + g
         if self.clamp_effort:
-            tau = np.clip(tau, -self.effort_limits, self.effort_limits)
-        self.applied = tau
-        self.data.qfrc_applied[:] = tau
+            total = np.clip(total, -self.effort_limits, self.effort_limits)
+        self.applied = total - g
+        self.data.qfrc_applied[:] = total
         mujoco.mj_step(self.model, self.data)
-        return tau
+        return self.applied
+
+    def gravity(self, q):
+        """g(q) [N·m] of the nominal model (the URDF without the hidden payload) by MuJoCo:
+        its bias force `qfrc_bias` = C(q, qd) qd + g(q) at qd = 0."""
+        data = self._nominal_data
+        data.qpos[:] = self._vector(q, 'q')
+        data.qvel[:] = 0.0
+        mujoco.mj_fwdPosition(self._nominal, data)
+        mujoco.mj_fwdVelocity(self._nominal, data)
+        return data.qfrc_bias.copy()
 
     def inverse_dynamics(self, q, qd, qdd):
         """tau = M(q) qdd + h(q, qd) by MuJoCo's inverse dynamics (mj_inverse) [N·m]."""
@@ -203,14 +226,16 @@ def measure(q, qd, rng, position_std=0.0, velocity_std=0.0):
 
 
 class CommandHold:
-    """Last command wins, after a transport `delay` [s], until `timeout` [s] without a new one.
+    """Last command wins, after a transport `delay` [s], forever or until `timeout` [s].
 
-    Like ros2_control's forward command controller, the newest command is applied until a newer
-    one arrives; unlike it, after `timeout` seconds without a command the effort drops to zero.
-    `status(t)` is 'waiting' before the first command, 'active', or 'timed out'.
+    Like ros2_control's JointGroupEffortController (a forward command controller), the newest
+    command is applied until a newer one arrives, with no timeout of its own (timeout 0, the
+    default). With timeout > 0 the effort drops to zero after `timeout` seconds without a
+    command, as a hardware-side watchdog would. `status(t)` is 'waiting' before the first
+    command, 'active', or 'timed out'.
     """
 
-    def __init__(self, n, delay=0.0, timeout=0.5):
+    def __init__(self, n, delay=0.0, timeout=0.0):
         self.n = n
         self.delay = delay
         self.timeout = timeout

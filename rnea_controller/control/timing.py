@@ -1,0 +1,197 @@
+"""The loop in time with the joint-state stream: velocity estimate, phase lock, latency,
+prediction.
+
+ROS-free; the node calls these from its state callback and its fixed-rate tick (issue 12).
+Times are seconds: `stamp` on the stream's clock (the JointState header, the instant the state
+was sampled), `arrival` and `tick` on this node's clocks. The latency estimate assumes the
+stamps are on this host's clock (same machine, or clocks synchronised by PTP/chrony).
+
+- VelocityEstimator: qd from positions and their stamps, a first-order low-pass on the finite
+  difference (lag and noise below), for positions-only drivers.
+- PhaseLock: places the fixed-rate ticks `offset` after the states' arrivals by nudging the
+  timer's next period within +-max_slew, never changing its nominal rate.
+- LatencyEstimator: the delay L from a state's stamp to the instant its command takes effect.
+- predict: the state carried forward from its stamp to that instant.
+"""
+import math
+
+import numpy as np
+
+
+class VelocityEstimator:
+    """qd [rad/s] from positions q [rad] and stamps t [s]: a first-order low-pass filter of
+    cut-off fc [Hz] on the finite difference,
+
+        u_k = (q_k - q_k-1) / h_k,    v_k = v_k-1 + alpha_k (u_k - v_k-1),
+        alpha_k = 1 - exp(-2 pi fc h_k)
+
+    (h_k the stamp step, any rate, drops and jitter included). Figures at a steady step h:
+    - lag: for a motion slower than fc the estimate is qd(t - lag), lag = h/2 + (1 - alpha) h /
+      alpha (100 Hz, 1 kHz: 0.5 + 1.14 = 1.64 ms; 1 / (2 pi fc) + h/2 for fc << 1/h); `lag`
+      gives it and `predict` removes it with the desired acceleration;
+    - noise: white position noise of std sigma [rad] gives a velocity std of
+      sigma alpha / h sqrt(2 / (2 - alpha)) [rad/s] (100 Hz, 1 kHz: 0.53 sigma / h, i.e.
+      1e-5 rad -> 5.3e-3 rad/s).
+    The first state gives no estimate (zeros); the second starts the filter at the finite
+    difference, without a transient from zero.
+    """
+
+    def __init__(self, n, cutoff):
+        if not math.isfinite(cutoff) or cutoff <= 0:
+            raise ValueError(f'velocity filter cut-off must be finite and > 0 Hz, got {cutoff}')
+        self.cutoff = cutoff
+        self.qd = np.zeros(n)
+        self._q = np.zeros(n)
+        self._t = None
+        self._started = False
+        self._h = math.nan
+
+    def update(self, q, t):
+        """Take position q [rad] stamped t [s]; returns the velocity estimate [rad/s]."""
+        if self._t is not None and t > self._t:
+            h = t - self._t
+            u = (q - self._q) / h
+            alpha = 1.0 - math.exp(-2.0 * math.pi * self.cutoff * h) if self._started else 1.0
+            self.qd += alpha * (u - self.qd)
+            self._started = True
+            self._h = h
+        if self._t is None or t > self._t:
+            self._q[:] = q
+            self._t = t
+        return self.qd
+
+    @property
+    def lag(self):
+        """Low-frequency lag of the estimate at the last step h [s]: h/2 + (1 - alpha) h/alpha."""
+        if not self._started:
+            return 0.0
+        alpha = 1.0 - math.exp(-2.0 * math.pi * self.cutoff * self._h)
+        return self._h / 2 + (1.0 - alpha) * self._h / alpha
+
+    @staticmethod
+    def response(omega, h, cutoff):
+        """The filter's frequency response at omega [rad/s] for step h [s] (complex)."""
+        alpha = 1.0 - math.exp(-2.0 * math.pi * cutoff * h)
+        z = np.exp(1j * omega * h)
+        return alpha * (1 - 1 / z) / (h * (1 - (1 - alpha) / z))
+
+
+class PhaseLock:
+    """Ticks `offset` [s] after the states' arrival, at the fixed nominal `period` [s].
+
+    How the phase is found: every tick that has a state which arrived since the previous tick
+    measures x = tick - arrival; the phase error is x - offset wrapped into [-period/2,
+    period/2). The next timer period is period - gain * error, clipped to +-max_slew: a
+    proportional loop that moves the ticks by a few microseconds a period, so the nominal rate
+    never changes. Ticks without a new state (a slower stream, a pause) measure nothing and
+    keep the nominal period. `offset` = min_offset + 2 std(x): the tick waits for the states'
+    arrival jitter (std(x) from a running mean of the squared error).
+
+    Drift: a stream whose clock runs r [s/s] fast or slow against ours moves the phase by
+    r * period a tick; the loop follows it with a steady error of r * period / gain (100 ppm at
+    1 kHz, gain 0.05: 2 us), and at most max_slew / period (2 %) of drift is followed.
+    """
+
+    def __init__(self, period, min_offset=1e-4, gain=0.05, max_slew=None):
+        self.period = period
+        self.min_offset = min_offset
+        self.gain = gain
+        self.max_slew = 0.02 * period if max_slew is None else max_slew
+        self.error = 0.0  # smoothed phase error [s]
+        self.variance = 0.0  # running mean of the squared deviation of x [s^2]
+        self._arrival = None
+        self._x = None
+
+    @property
+    def offset(self):
+        """The target delay of a tick after the state's arrival [s]."""
+        return self.min_offset + 2.0 * math.sqrt(self.variance)
+
+    def on_state(self, arrival):
+        """A state arrived at `arrival` [s] (the tick's clock)."""
+        self._arrival = arrival
+
+    def next_period(self, tick):
+        """The timer period [s] to set at the tick at time `tick` [s]."""
+        if self._arrival is None or tick - self._arrival >= self.period:
+            return self.period  # no fresh state since the last tick: nothing to measure
+        x = tick - self._arrival
+        self._arrival = None
+        error = (x - self.offset + self.period / 2) % self.period - self.period / 2
+        self.variance += 0.02 * ((error - self.error) ** 2 - self.variance)
+        self.error += 0.1 * (error - self.error)
+        return self.period - min(max(self.gain * error, -self.max_slew), self.max_slew)
+
+
+class LatencyEstimator:
+    """The delay L [s] from a state's stamp to the instant its command takes effect.
+
+    A command takes effect at the arm's first cycle after it arrives (ros2_control reads,
+    updates and writes once a cycle; the bundled simulator steps so). The cycles are taken on
+    the grid of the state stamps, at the stream's period or the loop's `period` if shorter
+    (a 500 Hz stream from a 1 kHz drive), so for a state stamped s and a command published at
+    p (this host's clock) and arriving after the transit d:
+
+        L = G ceil((p + d - s) / G),    G = min(stream period, loop period)
+
+    The stream period is a running mean of the stamp steps (steps over 1.5 x it, drops, are
+    left out); d is the states' smallest transit arrival - stamp of the last second, the same
+    way back. `mean` is a running mean of L, for /diagnostics.
+    """
+
+    def __init__(self, period):
+        self.period = period
+        self.stream_period = None
+        self.transit = 0.0
+        self.mean = math.nan
+        self._last_stamp = None
+        self._rejected = 0
+        self._transits = []
+
+    def on_state(self, stamp, arrival):
+        """A state stamped `stamp` [s] arrived at `arrival` [s] (same clock)."""
+        if self._last_stamp is not None and stamp > self._last_stamp:
+            self._track_period(stamp - self._last_stamp)
+        self._last_stamp = stamp
+        self._transits.append(arrival - stamp)
+        if len(self._transits) >= max(10, round(1.0 / (self.stream_period or self.period))):
+            self.transit = max(0.0, min(self._transits))
+            self._transits.clear()
+
+    def _track_period(self, step):
+        if self.stream_period is None or self._rejected > 20:
+            self.stream_period, self._rejected = step, 0
+        elif step < 1.5 * self.stream_period:
+            self.stream_period += 0.05 * (step - self.stream_period)
+            self._rejected = 0
+        else:
+            self._rejected += 1
+
+    def latency(self, publish, stamp):
+        """L [s] for a command published at `publish` [s] from the state stamped `stamp` [s]."""
+        grid = min(self.stream_period or self.period, self.period)
+        L = grid * max(1, math.ceil((publish + self.transit - stamp) / grid))
+        self.mean = L if math.isnan(self.mean) else self.mean + 0.01 * (L - self.mean)
+        return L
+
+
+def parse_latency(value):
+    """`latency_compensation` -> 'auto', 'off' or a fixed latency [s] (float)."""
+    if value in ('auto', 'off'):
+        return value
+    return float(value)
+
+
+def predict(q, qd, qdd, dt, lag=0.0, out=None):
+    """The state carried forward by dt [s] under the desired acceleration qdd [rad/s^2]:
+
+        qd(s) = qd + qdd lag                    (an estimate lagging by `lag` [s])
+        q(s + dt) = q + qd(s) dt + qdd dt^2 / 2,   qd(s + dt) = qd(s) + qdd dt
+
+    Returns (2, n): positions [rad] and velocities [rad/s] (written into `out` if given).
+    """
+    out = np.empty((2, len(q))) if out is None else out
+    out[1] = qd + qdd * lag
+    out[0] = q + out[1] * dt + 0.5 * qdd * dt * dt
+    out[1] += qdd * dt
+    return out

@@ -1,0 +1,146 @@
+"""control/timing.py without ROS: each piece against an analytic value or a simulated stream.
+
+Oracles: the discrete filter's transfer function and a sinusoid's exact derivative; a stream of
+arrivals simulated with a known period, drift and jitter; Taylor's formula for the prediction.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from rnea_controller.control.timing import (
+    LatencyEstimator,
+    parse_latency,
+    PhaseLock,
+    predict,
+    VelocityEstimator,
+)
+
+
+def run_estimator(cutoff, h, omega, seconds=2.0, sigma=0.0, seed=0):
+    """Estimates for q = sin(omega t) sampled every h [s] (+ noise); returns t, qd_hat."""
+    t = np.arange(0.0, seconds, h)
+    q = np.sin(omega * t) + np.random.default_rng(seed).normal(0.0, sigma, t.shape)
+    estimator = VelocityEstimator(1, cutoff)
+    return t, np.array([estimator.update(q[k:k + 1], t[k])[0] for k in range(len(t))]), estimator
+
+
+@pytest.mark.parametrize('cutoff, h', [(100.0, 1e-3), (50.0, 2e-3), (200.0, 1e-3)])
+def test_velocity_estimate_of_a_sinusoid_has_the_stated_gain_and_lag(cutoff, h):
+    omega = 2 * math.pi * 2.0  # 2 Hz
+    t, qd_hat, estimator = run_estimator(cutoff, h, omega)
+    H = VelocityEstimator.response(omega, h, cutoff) / (1j * omega)  # relative to qd
+    steady = t > 0.5
+    expected = np.abs(H) * omega * np.cos(omega * t + np.angle(H))
+    np.testing.assert_allclose(qd_hat[steady], expected[steady], atol=1e-6 * omega)
+    # the stated lag is the phase delay at low frequency, within 1 %
+    assert -np.angle(H) / omega == pytest.approx(estimator.lag, rel=0.01)
+    # and removing it leaves a small error: qd(t - lag) matches to O((omega lag)^2)
+    lagged = omega * np.cos(omega * (t - estimator.lag))
+    assert np.max(np.abs(qd_hat - lagged)[steady]) < 0.01 * omega
+
+
+def test_velocity_estimate_noise_is_the_stated_figure():
+    cutoff, h, sigma = 100.0, 1e-3, 1e-5
+    _, qd_hat, _ = run_estimator(cutoff, h, 0.0, seconds=20.0, sigma=sigma, seed=3)
+    alpha = 1 - math.exp(-2 * math.pi * cutoff * h)
+    stated = sigma * alpha / h * math.sqrt(2 / (2 - alpha))
+    assert np.std(qd_hat[100:]) == pytest.approx(stated, rel=0.03)
+
+
+def test_velocity_estimate_with_jitter_and_drops_follows_a_ramp():
+    """Stamps every 2 ms +-0.3 ms with 10 % dropped: a constant velocity is exact."""
+    rng = np.random.default_rng(1)
+    t = np.cumsum(rng.uniform(1.7e-3, 2.3e-3, 500))
+    t = t[rng.uniform(size=t.size) > 0.1]
+    estimator = VelocityEstimator(2, 100.0)
+    for stamp in t:
+        qd = estimator.update(np.array([0.3 * stamp, -2.0 * stamp]), stamp)
+    np.testing.assert_allclose(qd, [0.3, -2.0], rtol=1e-9)
+    with pytest.raises(ValueError, match='cut-off must be finite and > 0 Hz, got 0'):
+        VelocityEstimator(1, 0.0)
+
+
+def simulate_lock(period, stream_period, seconds, jitter=0.0, lock=True, seed=0):
+    """Ticks driven by PhaseLock against a stream; returns (tick times, x of fresh ticks)."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.arange(0.00037, seconds, stream_period)
+    arrivals = arrivals + rng.uniform(0.0, jitter, arrivals.shape)
+    phase_lock = PhaseLock(period)
+    ticks, xs, tick, next_period, a = [], [], 0.0, period, 0
+    while tick < seconds:
+        while a < len(arrivals) and arrivals[a] <= tick:
+            phase_lock.on_state(arrivals[a])
+            fresh = arrivals[a]
+            a += 1
+        if a and tick - fresh < period:
+            xs.append(tick - fresh)
+        ticks.append(tick)
+        # the period set at this tick applies after the next one (rcl's timer: next call due)
+        tick, next_period = tick + next_period, (
+            phase_lock.next_period(tick) if lock else period)
+    return np.array(ticks), np.array(xs), phase_lock
+
+
+def test_phase_lock_places_ticks_just_after_the_arrivals_and_keeps_the_rate():
+    ticks, xs, lock = simulate_lock(1e-3, 1e-3, 4.0)
+    assert np.all(np.abs(xs[-1000:] - lock.min_offset) < 5e-6)  # 0.1 ms after each arrival
+    assert np.mean(np.diff(ticks[-1000:])) == pytest.approx(1e-3, rel=1e-6)
+    assert np.all(np.abs(np.diff(ticks) - 1e-3) <= 0.02e-3 + 1e-12)  # never beyond the slew
+
+
+def test_phase_lock_follows_a_drifting_stream_with_a_small_steady_error():
+    """The stream's clock 100 ppm slow: the ticks follow at its rate, 2 us behind the target."""
+    ticks, xs, lock = simulate_lock(1e-3, 1e-3 * (1 + 1e-4), 6.0)
+    assert np.all(np.abs(xs[-1000:] - lock.offset) < 5e-6)
+    assert np.mean(np.diff(ticks[-1000:])) == pytest.approx(1e-3 * (1 + 1e-4), rel=1e-5)
+
+
+def test_phase_lock_with_a_jittered_500_hz_stream_ticks_after_almost_every_arrival():
+    ticks, xs, lock = simulate_lock(1e-3, 2e-3, 6.0, jitter=0.3e-3, seed=2)
+    late = xs[-1000:]
+    assert np.mean(late > 0) > 0.99 and np.median(late) < 0.5e-3
+    assert np.mean(np.diff(ticks[-2000:])) == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_without_states_the_phase_lock_keeps_the_nominal_period():
+    lock = PhaseLock(1e-3)
+    assert [lock.next_period(k * 1e-3) for k in range(5)] == [1e-3] * 5
+    lock.on_state(0.0)
+    assert lock.next_period(0.005) == 1e-3  # a state older than a period: stale, no change
+
+
+def test_latency_is_the_next_cycle_after_the_command_arrives():
+    estimator = LatencyEstimator(1e-3)
+    for k in range(2000):  # a 1 kHz stream, 80 us transit
+        estimator.on_state(10.0 + k * 1e-3, 10.0 + k * 1e-3 + 80e-6)
+    assert estimator.stream_period == pytest.approx(1e-3)
+    assert estimator.transit == pytest.approx(80e-6)
+    s = 10.0 + 1999e-3
+    assert estimator.latency(s + 0.5e-3, s) == pytest.approx(1e-3)  # arrives before s + 1 ms
+    assert estimator.latency(s + 0.95e-3, s) == pytest.approx(2e-3)  # arrives after it
+
+
+def test_latency_of_a_500_hz_stream_uses_the_loop_period_and_ignores_drops():
+    estimator = LatencyEstimator(1e-3)
+    stamps = np.arange(0.0, 2.0, 2e-3)
+    for stamp in np.delete(stamps, np.arange(5, len(stamps), 7)):  # one in 7 lost
+        estimator.on_state(stamp, stamp + 1e-4)
+    assert estimator.stream_period == pytest.approx(2e-3, rel=1e-6)
+    assert estimator.latency(1.0 + 0.4e-3, 1.0) == pytest.approx(1e-3)
+
+
+def test_prediction_is_exact_for_a_constant_acceleration():
+    q0, qd0, qdd = np.array([0.1, -0.2]), np.array([0.5, 0.0]), np.array([2.0, -3.0])
+    dt, lag = 1.5e-3, 2e-3
+    qd_lagging = qd0 - qdd * lag  # what a velocity estimate `lag` behind reports
+    out = predict(q0, qd_lagging, qdd, dt, lag)
+    np.testing.assert_allclose(out[0], q0 + qd0 * dt + 0.5 * qdd * dt ** 2, rtol=1e-12)
+    np.testing.assert_allclose(out[1], qd0 + qdd * dt, rtol=1e-12)
+
+
+def test_latency_parameter_values():
+    assert parse_latency('auto') == 'auto' and parse_latency('off') == 'off'
+    assert parse_latency('0.002') == 0.002
+    with pytest.raises(ValueError):
+        parse_latency('soon')
