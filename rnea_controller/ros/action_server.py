@@ -61,13 +61,15 @@ class Goal:
 
 
 class TrajectoryActionServer:
-    """The action server and state publisher of `controller` (a configured ControllerNode)."""
+    """The action server and state publisher of `controller` (an active ControllerNode).
+
+    values: its parameter values, for the rates; the tolerances' defaults are read from
+    `controller.config.values` at each goal (constraints.* may change at any time).
+    """
 
     def __init__(self, controller, values):
         self.controller = controller
-        cfg = controller.config
-        self.joints = list(cfg.joints)
-        self.defaults = rules.default_tolerances(values, self.joints)
+        self.joints = list(controller.config.joints)
         base = controller.get_fully_qualified_name().rstrip('/')
         self.node = rclpy.create_node(controller.get_name() + '_action',
                                       namespace=controller.get_namespace(),
@@ -163,8 +165,9 @@ class TrajectoryActionServer:
         self._planned = None
         if self._active is not None:
             self._active.end('abort', rules.INVALID_GOAL, rules.PREEMPTED_TEXT)
+        defaults = rules.default_tolerances(self.controller.config.values, self.joints)
         tolerances, reason = rules.goal_tolerances(
-            self.defaults, self.joints,
+            defaults, self.joints,
             [(t.name, t.position, t.velocity, t.acceleration) for t in request.path_tolerance],
             [(t.name, t.position, t.velocity, t.acceleration) for t in request.goal_tolerance],
             request.goal_time_tolerance.sec + request.goal_time_tolerance.nanosec * 1e-9)
