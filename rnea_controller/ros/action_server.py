@@ -19,6 +19,7 @@ node dropping the trajectory (stale joint states), ends the goal ABORTED with IN
 the reason; deactivation ends it as JTC ("Current goal cancelled during deactivate
 transition."). controller_state is published at `state_publish_rate` [Hz].
 """
+import sys
 import threading
 import time
 
@@ -36,6 +37,9 @@ from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
 from rnea_controller.errors import TrajectoryError
 
 Result = FollowJointTrajectory.Result
+#: [s] longest time the tick's thread waits for the GIL held by this thread (Python's default,
+#: 5 ms, is five control periods); see bench/bench_action.py.
+SWITCH_INTERVAL = 2e-4
 
 
 def points_of(msg):
@@ -87,6 +91,7 @@ class TrajectoryActionServer:
         self.node.create_timer(1.0 / _rate(values, 'action_monitor_rate', 20.0), self._monitor)
         self.node.create_timer(1.0 / _rate(values, 'state_publish_rate', 50.0),
                                self._publish_state)
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self.executor = SingleThreadedExecutor(context=controller.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, name='action', daemon=True)
