@@ -98,7 +98,7 @@ class Client:
         with self.lock:
             return store[-1]
 
-    def send(self, request, timeout=10.0):
+    def send(self, request, timeout=30.0):
         """Send a goal; returns its handle once the server answered (accepted or not)."""
         assert self.action.wait_for_server(timeout_sec=20.0), 'no action server'
         future = self.action.send_goal_async(request, feedback_callback=self._keep(self.feedback))

@@ -4,9 +4,9 @@ The FollowJointTrajectory action server and the JointTrajectoryControllerState p
 ControllerNode run on their own rclpy node (`<node>_action`, no global ROS arguments, entity
 names spelled out under the controller's name) spun by their own executor in their own thread,
 so that no control tick waits on a goal's validation, feedback or result. The tick touches this
-module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the node's
-own `plan`, from the reference the node had at that instant, exactly as the topic path does),
-and `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
+module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the topic
+path's own `inputs.plan_trajectory`, from the reference the node had at that instant), and
+`leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
 (a seqlock: the reader retries a torn copy) from which feedback and controller_state are built.
 
 Semantics (ros2_controllers kilted, joint_trajectory_controller.cpp; rules in control/goal.py):
@@ -33,20 +33,14 @@ from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from rnea_controller.control import goal as rules
-from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
+from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import TrajectoryError
+from rnea_controller.ros import inputs
 
 Result = FollowJointTrajectory.Result
 #: [s] longest time the tick's thread waits for the GIL held by this thread (Python's default,
 #: 5 ms, is five control periods); see bench/bench_action.py.
 SWITCH_INTERVAL = 2e-4
-
-
-def points_of(msg):
-    """trajectory_msgs/JointTrajectory points as TrajectoryPoint (time_from_start in [s])."""
-    return [TrajectoryPoint(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
-                            tuple(p.positions), tuple(p.velocities), tuple(p.accelerations))
-            for p in msg.points]
 
 
 class Goal:
@@ -133,24 +127,25 @@ class TrajectoryActionServer:
         return None
 
     def _plan(self, msg):
-        """Validate the goal's trajectory and plan it from the node's reference now (the
-        topic's `plan`). Returns (trajectory, based_on, absolute point times [s])."""
-        node, cfg = self.controller, self.controller.config
-        if node._timer is None or node.trajectory is None:
+        """Validate the goal's trajectory and plan it from the node's reference now, with the
+        topic's own `inputs.plan_trajectory`. Returns (trajectory, based_on, absolute point
+        times [s])."""
+        node = self.controller
+        based_on = node.trajectory
+        if node._timer is None or based_on is None:
             raise TrajectoryError(f'controller is {node.mode}: no goal accepted')
-        points = points_of(msg)
+        points = msg.points
         rules.check_goal_trajectory(msg.joint_names, points[-1].velocities if points else (),
                                     False)
         now = node._seconds(node._now_ns())
         stamp = msg.header.stamp
-        start = now if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
+        start = None if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
             stamp.sec * 1_000_000_000 + stamp.nanosec)
-        based_on = node.trajectory
-        trajectory = plan(list(msg.joint_names), points, joint_names=cfg.joints,
-                          position_limits=cfg.model.position_limits[cfg.index],
-                          current=based_on.sample(now), now=now, start_time=start,
-                          allow_partial=cfg.allow_partial)
-        return trajectory, based_on, [start + p.time_from_start for p in points]
+        trajectory = inputs.plan_trajectory(msg, node.config, based_on.sample(now), now, start)
+        start = now if start is None else start
+        times = [start + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
+                 for p in points]
+        return trajectory, based_on, times
 
     def _on_goal(self, request):
         """Validate as JTC (plus finite values and position limits): ACCEPT or REJECT."""
