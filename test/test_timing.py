@@ -1,12 +1,21 @@
-"""control/timing.py without ROS: each piece against an analytic value or a simulated stream.
+"""control/timing.py: each piece without ROS, then the real node on the real simulator's stream.
 
 Oracles: the discrete filter's transfer function and a sinusoid's exact derivative; a stream of
 arrivals simulated with a known period, drift and jitter; Taylor's formula for the prediction.
 """
 import math
+import threading
+import time
 
+from builtin_interfaces.msg import Duration
+from conftest import console_script, stamp, wait_for
+from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.timing import (
     LatencyEstimator,
@@ -54,8 +63,8 @@ def test_velocity_estimate_with_jitter_and_drops_follows_a_ramp():
     t = np.cumsum(rng.uniform(1.7e-3, 2.3e-3, 500))
     t = t[rng.uniform(size=t.size) > 0.1]
     estimator = VelocityEstimator(2, 100.0)
-    for stamp in t:
-        qd = estimator.update(np.array([0.3 * stamp, -2.0 * stamp]), stamp)
+    for s in t:
+        qd = estimator.update(np.array([0.3 * s, -2.0 * s]), s)
     np.testing.assert_allclose(qd, [0.3, -2.0], rtol=1e-9)
     with pytest.raises(ValueError, match='cut-off must be finite and > 0 Hz, got 0'):
         VelocityEstimator(1, 0.0)
@@ -124,8 +133,8 @@ def test_latency_is_the_next_cycle_after_the_command_arrives():
 def test_latency_of_a_500_hz_stream_uses_the_loop_period_and_ignores_drops():
     estimator = LatencyEstimator(1e-3)
     stamps = np.arange(0.0, 2.0, 2e-3)
-    for stamp in np.delete(stamps, np.arange(5, len(stamps), 7)):  # one in 7 lost
-        estimator.on_state(stamp, stamp + 1e-4)
+    for s in np.delete(stamps, np.arange(5, len(stamps), 7)):  # one in 7 lost
+        estimator.on_state(s, s + 1e-4)
     assert estimator.stream_period == pytest.approx(2e-3, rel=1e-6)
     assert estimator.latency(1.0 + 0.4e-3, 1.0) == pytest.approx(1e-3)
 
@@ -144,3 +153,91 @@ def test_latency_parameter_values():
     assert parse_latency('0.002') == 0.002
     with pytest.raises(ValueError):
         parse_latency('soon')
+
+
+# --- over DDS: the real controller on the real simulator's stream --------------------------
+
+class Probe:
+    """Joint states, references and the controller's diagnostics; a trajectory publisher."""
+
+    def __init__(self):
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node('timing_probe', context=self.context)
+        self.states, self.references, self.diagnostics = [], [], []
+        self.node.create_subscription(JointState, '/joint_states', self.states.append, 100)
+        self.node.create_subscription(JointState, '/rnea_controller/reference',
+                                      self.references.append, 1000)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diagnostic, 10)
+        self.trajectories = self.node.create_publisher(
+            JointTrajectory, '/rnea_controller/joint_trajectory', 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _diagnostic(self, msg):
+        for status in msg.status:
+            if status.name == 'rnea_controller: control loop':
+                self.diagnostics.append({kv.key: kv.value for kv in status.values})
+
+    def send(self, names, start, goal, seconds):
+        end = Duration(sec=int(seconds), nanosec=int(seconds % 1 * 1e9))
+        self.trajectories.publish(JointTrajectory(joint_names=list(names), points=[
+            JointTrajectoryPoint(positions=list(start), time_from_start=Duration()),
+            JointTrajectoryPoint(positions=list(goal), velocities=[0.0] * len(goal),
+                                 time_from_start=end)]))
+
+    def close(self):
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def probe():
+    p = Probe()
+    yield p
+    p.close()
+
+
+def start_arm(processes, *sim_parameters):
+    sim = processes.start([console_script('rnea-sim'), '--ros-args',
+                           *[a for p in sim_parameters for a in ('-p', p)]])
+    controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
+                                  '0'])
+    return sim, controller
+
+
+@pytest.mark.integration
+def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(processes, probe):
+    sim, controller = start_arm(processes, 'publish_velocity:=false')
+    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
+        processes.output(sim) + processes.output(controller))
+    assert len(probe.states[-1].velocity) == 0
+    start = np.array(probe.references[-1].position)
+    goal = start + np.array([0.2, -0.15, 0.1, 0.0, 0.0, 0.0])
+    probe.send(probe.references[-1].name, start, goal, 2.0)
+    assert wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0)
+    assert wait_for(lambda: np.allclose(probe.states[-1].position, goal, atol=2e-3), 5.0), (
+        np.array(probe.states[-1].position) - goal)
+    assert 'joint velocities: estimated from positions' in processes.output(controller)
+    assert wait_for(lambda: probe.diagnostics and
+                    probe.diagnostics[-1]['velocity source'] == 'estimated', 5.0)
+
+
+@pytest.mark.integration
+def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
+    sim, controller = start_arm(processes, 'publish_rate:=500.0', 'publish_jitter:=0.0003')
+    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
+        processes.output(sim) + processes.output(controller))
+    time.sleep(3.0)
+    states = [stamp(m) for m in probe.states[-200:]]
+    references = [stamp(m) for m in probe.references[-1000:]]
+    state_rate = (len(states) - 1) / (states[-1] - states[0])
+    loop_rate = (len(references) - 1) / (references[-1] - references[0])
+    assert state_rate == pytest.approx(500.0, rel=0.05)
+    # the loop ticks at its own rate (generous: a loaded machine drops some ticks)
+    assert loop_rate > 800.0, loop_rate
+    assert wait_for(lambda: probe.diagnostics and
+                    float(probe.diagnostics[-1]['latency [ms]']) > 0, 5.0)
