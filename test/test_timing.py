@@ -218,7 +218,8 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
     start = np.array(probe.references[-1].position)
     goal = start + np.array([0.2, -0.15, 0.1, 0.0, 0.0, 0.0])
     probe.send(probe.references[-1].name, start, goal, 2.0)
-    assert wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0)
+    assert wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0), (
+        processes.output(controller)[-3000:])
     assert wait_for(lambda: np.allclose(probe.states[-1].position, goal, atol=2e-3), 5.0), (
         np.array(probe.states[-1].position) - goal)
     assert 'joint velocities: estimated from positions' in processes.output(controller)
@@ -231,13 +232,11 @@ def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     sim, controller = start_arm(processes, 'publish_rate:=500.0', 'publish_jitter:=0.0003')
     assert wait_for(lambda: len(probe.references) > 200, 90.0), (
         processes.output(sim) + processes.output(controller))
-    time.sleep(3.0)
-    states = [stamp(m) for m in probe.states[-200:]]
-    references = [stamp(m) for m in probe.references[-1000:]]
-    state_rate = (len(states) - 1) / (states[-1] - states[0])
-    loop_rate = (len(references) - 1) / (references[-1] - references[0])
-    assert state_rate == pytest.approx(500.0, rel=0.05)
-    # the loop ticks at its own rate (generous: a loaded machine drops some ticks)
-    assert loop_rate > 800.0, loop_rate
-    assert wait_for(lambda: probe.diagnostics and
-                    float(probe.diagnostics[-1]['latency [ms]']) > 0, 5.0)
+    assert wait_for(lambda: len(probe.diagnostics) >= 3, 10.0)
+    # the stream: 2 ms between stamps (this Python subscriber may miss some on a loaded machine)
+    steps = np.diff([stamp(m) for m in probe.states[-200:]])
+    assert np.percentile(steps, 10) == pytest.approx(2e-3, abs=1e-4)
+    # the loop ticks at its own rate, not the stream's (generous: a loaded machine drops ticks)
+    rates = [float(d['loop rate [Hz]']) for d in probe.diagnostics[1:]]
+    assert np.median(rates) > 700.0, rates
+    assert 0 < float(probe.diagnostics[-1]['latency [ms]']) < 5
