@@ -13,6 +13,8 @@ from rnea_controller.dynamics.rnea import (
 )
 from rnea_controller.errors import (
     BagError,
+    DescriptionError,
+    DhError,
     DimensionError,
     ModelError,
     ParameterError,
@@ -23,6 +25,8 @@ from rnea_controller.errors import (
 
 __all__ = [
     'BagError',
+    'DescriptionError',
+    'DhError',
     'DimensionError',
     'ModelError',
     'ParameterError',

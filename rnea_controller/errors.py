@@ -2,7 +2,11 @@
 
 Messages name what is wrong and where, with the offending values, e.g.
 ``q has shape (5,), but the model has 6 joints`` or
-``joint 'elbow': axis (0, 0, 0) has zero length (line 42)``.
+``joint 'elbow' (line 42): axis (0, 0, 0) has zero length``.
+
+A robot description comes from a URDF or a Denavit-Hartenberg table: both errors are
+`DescriptionError`s, so ``except DescriptionError`` catches either; the checks the two sources
+share (masses, inertias, limits, the tree) raise the error of the source being read.
 """
 
 
@@ -10,8 +14,16 @@ class RneaControllerError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class UrdfError(RneaControllerError, ValueError):
-    """The URDF (or DH table) cannot be turned into a model: syntax, tree or inertial data."""
+class DescriptionError(RneaControllerError, ValueError):
+    """A robot description cannot be turned into a model: syntax, tree, inertial data, limits."""
+
+
+class UrdfError(DescriptionError):
+    """The URDF cannot be turned into a model; the message names the element and its line."""
+
+
+class DhError(DescriptionError):
+    """The Denavit-Hartenberg table cannot be turned into a model; the message names the row."""
 
 
 class ModelError(RneaControllerError, ValueError):

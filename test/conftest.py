@@ -7,18 +7,18 @@ import os
 from pathlib import Path
 import signal
 import subprocess
-import sys
 import sysconfig
 import time
 
 import pytest
+
+from rnea_controller.tools.programs import find_program, ProgramNotFoundError
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
 
 REPO = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
 
 
 ROBOTS = Path(sysconfig.get_paths()['purelib']) / 'cmeel.prefix/share/example-robot-data/robots'
@@ -33,11 +33,13 @@ def robot_data_urdf(relative):
 
 
 def console_script(name):
-    """Absolute path of one of this package's console scripts in the running environment."""
-    path = VENV_BIN / name
-    if not path.exists():
-        pytest.fail(f'console script {name!r} is not installed in {VENV_BIN} (pip install -e .)')
-    return str(path)
+    """Absolute path of one of this package's console scripts: through the ament index
+    (<prefix>/lib/rnea_controller/, where `colcon build` puts them), next to the running Python
+    (a venv's bin/), or PATH."""
+    try:
+        return find_program(name)
+    except ProgramNotFoundError as error:
+        pytest.fail(str(error))
 
 
 class Processes:

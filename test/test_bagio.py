@@ -1,19 +1,18 @@
-"""bagio: streaming bag reader and synthetic-bag writer, held to rosbags' own deserializer."""
+"""bagio: the streaming bag reader, held to rosbags' own reader and deserializer (the bags
+come from test/synthetic_bags.py, written by rosbags)."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
+from synthetic_bags import ArraySeries, JointStateSeries, write_bag
 
 from rnea_controller.analysis.bagio import (
-    ArraySeries,
     BagReader,
     default_typestore,
     FLOAT64_ARRAY,
     JOINT_STATE,
-    JointStateSeries,
-    write_bag,
 )
 from rnea_controller.errors import BagError
 
@@ -159,17 +158,3 @@ def test_missing_path_raises_bag_error(tmp_path):
     with pytest.raises(BagError, match='does not exist'):
         with BagReader(tmp_path / 'nothing'):
             pass
-
-
-def test_fast_path_decodes_uniform_messages_without_rosbags():
-    from rnea_controller.analysis.bagio import _JointStateDecoder, JointStates
-    store = default_typestore()
-    msgs = [_joint_state(store, T0 + k, NAMES, [k, -k, 2 * k], [1, 2, 3], [4, 5, 6])
-            for k in range(100)]
-    raws = [bytes(store.serialize_cdr(m, JOINT_STATE)) for m in msgs]
-    decoder = _JointStateDecoder(store, JOINT_STATE, NAMES)
-    out = JointStates(np.zeros(100, np.int64), np.zeros(100, np.int64),
-                      *(np.full((100, 3), np.nan) for _ in range(3)))
-    assert decoder._decode_group(raws, np.arange(100), out) == []
-    assert np.array_equal(out.position, [[k, -k, 2 * k] for k in range(100)])
-    assert np.array_equal(out.stamps, T0 + np.arange(100))

@@ -3,18 +3,27 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from rnea_controller import mass_matrix, rnea, RobotModel, UrdfError
+from rnea_controller import (
+    DescriptionError,
+    DhError,
+    mass_matrix,
+    rnea,
+    RobotModel,
+    UrdfError,
+)
 from rnea_controller.dynamics.dh import rot, trans, X_AXIS, Z_AXIS
 
 # Seed 002's 2-DOF planar arm: link lengths 0.6 and 0.5 m, masses 1.0 and 0.8 kg, centres of
-# mass at mid-length, I_zz 0.05 and 0.03 kg·m² about the centre of mass.
+# mass at mid-length, I_zz 0.05 and 0.03 kg·m² about the centre of mass. Each link is a slender
+# rod along its x axis (I_xx = 0, I_yy = I_zz): the textbook needs only I_zz, and a link with
+# I_zz alone breaks the triangle inequality of the principal moments, which the model refuses.
 L1, L2, LC1, LC2, M1, M2, I1, I2 = 0.6, 0.5, 0.3, 0.25, 1.0, 0.8, 0.05, 0.03
 PLANAR_URDF = f"""<robot name="planar2">
   <link name="base"/>
   <link name="link1"><inertial><origin xyz="{LC1} 0 0"/><mass value="{M1}"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="{I1}"/></inertial></link>
+    <inertia ixx="0" ixy="0" ixz="0" iyy="{I1}" iyz="0" izz="{I1}"/></inertial></link>
   <link name="link2"><inertial><origin xyz="{LC2} 0 0"/><mass value="{M2}"/>
-    <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="{I2}"/></inertial></link>
+    <inertia ixx="0" ixy="0" ixz="0" iyy="{I2}" iyz="0" izz="{I2}"/></inertial></link>
   <joint name="joint1" type="revolute"><parent link="base"/><child link="link1"/>
     <axis xyz="0 0 1"/></joint>
   <joint name="joint2" type="revolute"><parent link="link1"/><child link="link2"/>
@@ -23,9 +32,9 @@ PLANAR_URDF = f"""<robot name="planar2">
 # Standard DH: frame {i} sits at the end of link i, so the centre of mass is at -(L - LC) on x_i.
 PLANAR_DH = [
     dict(a=L1, alpha=0.0, d=0.0, theta=0.0, mass=M1, com=(LC1 - L1, 0, 0),
-         inertia=np.diag([0, 0, I1])),
+         inertia=np.diag([0, I1, I1])),
     dict(a=L2, alpha=0.0, d=0.0, theta=0.0, mass=M2, com=(LC2 - L2, 0, 0),
-         inertia=np.diag([0, 0, I2])),
+         inertia=np.diag([0, I2, I2])),
 ]
 GRAVITY = np.array([0.0, -9.81, 0.0])  # the arm moves in a vertical plane
 
@@ -145,7 +154,21 @@ def test_prismatic_dh_row_moves_along_z():
     ([dict(a=1.0), dict(type='helical')], 'standard', "DH row 2: type 'helical'"),
     ([dict(a=1.0, mass=-1)], 'modified', r"link 'link1' \(DH row 1\): mass -1.0 kg"),
     ([dict(a=1.0, inertia=np.eye(2))], 'standard', 'DH row 1: inertia has shape'),
+    ([dict(a=1.0, mass='heavy')], 'standard', "DH row 1: mass = 'heavy' is not a number"),
+    ([dict(a=1.0, mass=2e4)], 'standard', r"link 'link1' \(DH row 1\): mass 20000 kg is above"),
+    ([dict(a=1.0, mass=1.0, inertia=np.diag([0.1, 0.1, 0.5]))], 'standard',
+     r"link 'link1' \(DH row 1\): inertia breaks the triangle inequality"),
+    ([dict(a=1.0), dict(a=1.0, effort=0.0)], 'standard',
+     r"joint 'joint2' \(DH row 2\): effort limit 0.0 N·m or N must be positive"),
+    ([dict(a=1.0, velocity=-1.0)], 'modified',
+     r"joint 'joint1' \(DH row 1\): velocity limit -1.0"),
+    ([dict(a=1.0, lower=1.0, upper=-1.0)], 'standard',
+     r"joint 'joint1' \(DH row 1\): lower position limit 1.0 is above the upper limit -1.0"),
+    ([dict(a=1e4)], 'modified', r"joint 'joint1' \(DH row 1\): origin .* is farther than 1000 m"),
 ])
 def test_bad_dh_tables_are_refused(rows, convention, message):
-    with pytest.raises(UrdfError, match=message):
+    """A DH table's refusal is a DhError (a DescriptionError, not a UrdfError) naming the row."""
+    with pytest.raises(DhError, match=message) as refusal:
         RobotModel.from_dh(rows, convention)
+    assert isinstance(refusal.value, DescriptionError)
+    assert not isinstance(refusal.value, UrdfError)

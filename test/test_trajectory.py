@@ -1,10 +1,18 @@
 """Trajectory sampling: joint_trajectory_controller semantics, boundary conditions, refusals."""
+import array
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 import numpy as np
 import pytest
 
-from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint, validate
+from rnea_controller.control.trajectory import (
+    plan,
+    plan_arrays,
+    Trajectory,
+    TrajectoryPoint,
+    validate,
+)
 from rnea_controller.errors import TrajectoryError
 
 JOINTS = ('a', 'b', 'c')
@@ -179,3 +187,90 @@ def test_position_is_continuous_at_every_knot(segments, order):
         np.testing.assert_allclose(left[0], right[0], atol=1e-6)
         if order >= 3 and knot < traj.end_time:
             np.testing.assert_allclose(left[1], right[1], atol=1e-5)
+
+
+# --- plan_arrays: the same rules on whole arrays (issue 11, defect 8) -----------------------
+
+def make_arrays(times, positions, velocities=None, accelerations=None, names=JOINTS, now=10.0,
+                start_time=None, allow_partial=False):
+    return plan_arrays(names, times, positions, velocities, accelerations, joint_names=JOINTS,
+                       position_limits=LIMITS, current=REST, now=now, start_time=start_time,
+                       allow_partial=allow_partial)
+
+
+def long_trajectory(N, seed=0):
+    """N points 10 to 20 ms apart, positions within the limits, velocities, accelerations."""
+    rng = np.random.default_rng(seed)
+    times = np.cumsum(rng.uniform(1e-2, 2e-2, N))
+    return times, rng.uniform(-1.5, 1.5, (3, N, 3))
+
+
+@pytest.mark.parametrize('fields', [1, 2, 3])
+def test_arrays_rows_and_message_arrays_give_the_trajectory_of_the_points(fields):
+    times, (q, qd, qdd) = long_trajectory(50)
+    given = (q, qd, qdd)[:fields] + (None,) * (3 - fields)
+    points = [P(t, *(tuple(x[k]) for x in given if x is not None)) for k, t in enumerate(times)]
+    expected = make(points)
+    as_rows = [None if x is None else [array.array('d', row) for row in x] for x in given]
+    for traj in (make_arrays(times, *given), make_arrays(list(times), *as_rows)):
+        np.testing.assert_array_equal(traj.times, expected.times)
+        np.testing.assert_array_equal(traj.coefficients, expected.coefficients)
+
+
+def test_ten_thousand_points_pass_through_every_point():
+    times, (q, qd, qdd) = long_trajectory(10_000)
+    traj = make_arrays(times, q, qd, qdd)
+    assert traj.times.shape == (10_001,) and traj.coefficients.shape == (10_000, 6, 3)
+    for k in np.random.default_rng(1).integers(0, 9_999, 50):
+        t = 10.0 + times[k]
+        np.testing.assert_allclose(traj.sample(t), [q[k], qd[k], qdd[k]], atol=1e-12)  # start
+        left = traj.sample(t - 1e-12)  # the end of the previous segment, by its polynomial
+        np.testing.assert_allclose(left[:2], [q[k], qd[k]], atol=1e-6)
+        np.testing.assert_allclose(left[2], qdd[k], atol=1e-3)  # jerk up to 1e8 rad/s³
+
+
+def test_points_may_mix_positions_only_cubic_and_quintic_segments():
+    """Per point, as in a JointTrajectory: velocities and accelerations given or not."""
+    velocities = [(), (0.5, 0.0, -0.5), (0.1, 0.2, 0.3), ()]
+    accelerations = [(), (), (1.0, 1.0, 1.0), ()]
+    positions = [(0.5, 0.5, 0.5), (1.0, 0.0, -1.0), (0.0, 0.5, 1.0), (0.2, 0.2, 0.2)]
+    traj = make_arrays([1.0, 2.0, 3.0, 4.0], positions, velocities, accelerations)
+    for k, t in enumerate((11.0, 12.0, 13.0, 14.0)):
+        end = traj.sample(t - 1e-12)
+        np.testing.assert_allclose(end[0], positions[k], atol=1e-9)
+        np.testing.assert_allclose(end[1], velocities[k] or end[1], atol=1e-9)
+        np.testing.assert_allclose(end[2], accelerations[k] or end[2], atol=1e-8)
+    np.testing.assert_allclose(traj.sample(10.5)[1], [0.5, 0.5, 0.5])  # linear: h / T
+    np.testing.assert_allclose(numeric_derivative(traj, 11.5, 0), traj.sample(11.5)[1], atol=1e-6)
+
+
+@pytest.mark.parametrize('points, message', [
+    # the earliest point wins, whatever the rule
+    ([P(1.0, (0, 0, 0), (0, 0, 0), (1,)), P(2.0, (0, 9, 0))], 'point 0: accelerations has 1'),
+    ([P(1.0, (0, 9, 0)), P(2.0, (0, 0, 0), (nan, 0, 0))], r'point 0: position 9.0 of joint .b.'),
+    ([P(1.0, (0, 0, 0)), P(0.5, (0, 0)), P(3.0, (nan, 0, 0))], 'point 1: time_from_start 0.5'),
+    # within a point: timing, positions, velocities, accelerations, limits
+    ([P(1.0, (0, 0, 0)), P(2.0, (9, nan, 0), (1,))], "point 1: positions of joint 'b' is nan"),
+    ([P(1.0, (9, 0, 0), (0, inf, 0), (0, 0, 0))], "point 0: velocities of joint 'b' is inf"),
+    ([P(1.0, (9, 0, 0), (), (0, 0, 0))], 'point 0: accelerations are given without velocities'),
+    ([P(1.0, (0, 0, 0)), P(2.0, (0, 0, 0)), P(nan, (9, 9, 9), (1,))],
+     'point 2: time_from_start nan s must be finite'),
+    ([P(1.0, (0, 0, 0), (0, 0, 0)), P(2.0, (0, -2.5, 9), (0, 0, 0))],
+     r"point 1: position -2.5 of joint 'b' is outside its limits \[-2.0, 2.0\]"),
+])
+def test_the_first_broken_rule_is_reported_as_point_by_point(points, message):
+    with pytest.raises(TrajectoryError, match=message):
+        make(points)
+
+
+@pytest.mark.parametrize('arguments, message', [
+    (([1.0, 2.0], np.zeros((3, 3))), 'positions has 3 rows for 2 points'),
+    (([1.0], np.zeros((1, 3)), np.zeros((2, 3))), 'velocities has 2 rows for 1 points'),
+    (([[1.0]], np.zeros((1, 3))), r'times must be one value per point, got shape \(1, 1\)'),
+    (([1.0], np.zeros((1, 2))), 'point 0: positions has 2 values, expected 3'),
+    (([1.0], [('a', 'b', 'c')]), 'positions must be numbers'),
+    (([], np.zeros((0, 3))), 'trajectory has no points'),
+])
+def test_arrays_that_do_not_fit_the_points_are_refused(arguments, message):
+    with pytest.raises(TrajectoryError, match=message):
+        make_arrays(*arguments)

@@ -63,6 +63,62 @@ def test_bad_urdf_is_refused_with_what_and_where(text, message):
         RobotModel.from_urdf_string(text)
 
 
+def arm_link(mass='1', inertia='ixx="0.1" iyy="0.1" izz="0.1"', origin=''):
+    return (f'<link name="arm"><inertial>{origin}<mass value="{mass}"/><inertia {inertia}/>'
+            '</inertial></link>')
+
+
+def with_arm(arm, limit=''):
+    """base (line 2), arm (line 3) and joint j1 (line 4) carrying `limit`."""
+    return urdf(LINK.format('base'), arm, joint('j1', 'base', 'arm', extra=limit))
+
+
+# Issue 11, defect 5: a description is checked before use; each refusal names the link or joint,
+# the value and the line. 1e308 kg loads today and overflows the control law to inf.
+@pytest.mark.parametrize('text, message', [
+    (with_arm(arm_link(mass='1e308')),
+     r"link 'arm' \(line 3\): mass 1e\+308 kg is above the bound of 10000 kg"),
+    (with_arm(arm_link(mass='10000.5')), r"link 'arm' \(line 3\): mass 10000.5 kg is above"),
+    (with_arm(arm_link(inertia='ixx="0.1" iyy="0.1" izz="0.5"')),
+     r"link 'arm' \(line 3\): inertia breaks the triangle inequality \(principal moments "
+     r'\[0.1, 0.1, 0.5\] kg·m²\)'),
+    (with_arm(arm_link(inertia='ixx="1e12" iyy="1e12" izz="1e12"')),
+     r"link 'arm' \(line 3\): inertia is above the bound of 1e\+10 kg·m²"),
+    (with_arm(arm_link(origin='<origin xyz="0 2e3 0"/>')),
+     r"link 'arm' \(line 3\): centre of mass \[   0., 2000.,    0.\] m is farther than 1000 m"),
+    (with_arm(LINK.format('arm'), '<limit effort="0" velocity="1"/>'),
+     r"joint 'j1' \(line 4\): effort limit 0.0 N·m or N must be positive \(leave the attribute"),
+    (with_arm(LINK.format('arm'), '<limit effort="-5" velocity="1"/>'),
+     r"joint 'j1' \(line 4\): effort limit -5.0 N·m or N must be positive"),
+    (with_arm(LINK.format('arm'), '<limit effort="5" velocity="0"/>'),
+     r"joint 'j1' \(line 4\): velocity limit 0.0 rad/s or m/s must be positive"),
+    (with_arm(LINK.format('arm'), '<limit effort="1e999" velocity="1"/>'),
+     r'<limit effort="1e999"> \(line 4\) must be 1 finite numbers'),
+    (with_arm(LINK.format('arm'), '<limit lower="1" upper="-1" effort="5" velocity="1"/>'),
+     r"joint 'j1' \(line 4\): lower position limit 1.0 is above the upper limit -1.0"),
+    (with_arm(LINK.format('arm'), '<origin xyz="0 0 1e5"/>'),
+     r"joint 'j1' \(line 4\): origin .* m is farther than 1000 m from its parent"),
+])
+def test_physically_impossible_descriptions_are_refused(text, message):
+    with pytest.raises(UrdfError, match=message):
+        RobotModel.from_urdf_string(text)
+
+
+def test_what_real_urdfs_have_still_loads():
+    """CAD round-off within 1e-6 kg·m², massless frame links, point masses, absent limits."""
+    round_off = 'ixx="0.1" iyy="0.1" izz="0.2000005" ixy="0" ixz="0" iyz="0"'  # a + b - c < 0
+    text = urdf(LINK.format('base'), arm_link(inertia=round_off), '<link name="tool"/>',
+                '<link name="tip"><inertial><mass value="0.1"/></inertial></link>',
+                joint('j1', 'base', 'arm', extra='<limit effort="5" velocity="1"/>'),
+                joint('j2', 'arm', 'tool', kind='fixed'), joint('j3', 'tool', 'tip'))
+    model = RobotModel.from_urdf_string(text)
+    np.testing.assert_array_equal(model.effort_limits, [5.0, np.inf])
+    np.testing.assert_array_equal(model.velocity_limits, [1.0, np.inf])
+    fixed_with_zero_limits = text.replace('kind', '').replace(
+        'type="fixed">', 'type="fixed"><limit effort="0" velocity="0"/>')
+    assert RobotModel.from_urdf_string(fixed_with_zero_limits).n == 2  # Kinova has these
+
+
 def test_cycle_below_a_root_is_named():
     text = urdf(LINK.format('r'), LINK.format('a'), LINK.format('b'), LINK.format('c'),
                 joint('j0', 'r', 'a'), joint('j1', 'b', 'c'), joint('j2', 'c', 'b'))

@@ -11,16 +11,10 @@ from conftest import console_script, robot_data_urdf
 import numpy as np
 import pytest
 from rosbags.rosbag2 import StoragePlugin, Writer
-from synthetic_bags import make_run, write_run
+from synthetic_bags import ArraySeries, JointStateSeries, make_run, write_bag, write_run
 
 from rnea_controller import default_urdf_path, RobotModel
-from rnea_controller.analysis.bagio import (
-    ArraySeries,
-    default_typestore,
-    JOINT_STATE,
-    JointStateSeries,
-    write_bag,
-)
+from rnea_controller.analysis.bagio import default_typestore, JOINT_STATE
 from rnea_controller.analysis.validate import validate_bag
 
 ERROR = np.array([1, 2, 3, 4, 5, 6]) * 1e-4  # [rad]

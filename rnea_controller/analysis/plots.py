@@ -105,3 +105,27 @@ def period_plot(path, histograms, bins=200):
     ax.grid(True, alpha=0.3)
     ax.legend()
     return _save(fig, path)
+
+
+def delay_plot(path, delay):
+    """Tracking error RMS against the shift τ of the reference [ms], the minima marked.
+
+    delay: `DelayStats.result()`: RMS of q(t) - q_ref(t - τ) per joint and overall.
+    """
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    taus = np.asarray(delay['taus_ms'])
+    for k, (name, curve) in enumerate(delay['rms_curve'].items()):
+        best = delay['joints'][name]
+        ax.plot(taus, np.asarray(curve) * 1e3, color=f'C{k % 10}', linewidth=1,
+                label=f"{name}: {best['tau_ms']:.2f} ms")
+        ax.plot(best['tau_ms'], best['rms_shifted'] * 1e3, 'o', color=f'C{k % 10}')
+    overall = delay['overall']
+    ax.plot(taus, np.asarray(delay['rms_curve_overall']) * 1e3, 'k--', linewidth=1.5,
+            label=f"all joints: {overall['tau_ms']:.2f} ms")
+    ax.axvline(overall['tau_ms'], color='k', linewidth=0.8, linestyle=':')
+    ax.set_xlabel('shift τ of the reference [ms] (τ > 0: the arm lags)')
+    ax.set_ylabel('RMS of q(t) - q_ref(t - τ) [mrad]')
+    ax.set_title('Effective delay: the τ that minimises the tracking error')
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

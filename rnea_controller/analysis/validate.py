@@ -20,6 +20,9 @@ import sys
 import numpy as np
 
 from rnea_controller.analysis import bagio, metrics
+from rnea_controller.analysis.delay import DelayStats
+from rnea_controller.analysis.identify import DEFAULT_WIDTH, Identification, parameters_yaml
+from rnea_controller.analysis.motion import motion_failures, motion_report, RangeStats
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import BagError, RneaControllerError
 
@@ -126,8 +129,10 @@ def check_joints(bag, topics, model):
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
-    def __init__(self, model, names, t0, payload_link):
+    def __init__(self, model, names, t0, payload_link, identify_width=None):
         self.model, self.names = model, names
+        self.identification = None if identify_width is None else Identification(
+            model, payload_link, identify_width)
         self.columns = [model.joint_index(n) for n in names]
         limits = model.effort_limits[self.columns]
         self.loop = metrics.TimingStats(t0)
@@ -135,6 +140,9 @@ class _Analysis:
         self.tracking = metrics.TrackingStats(names, t0)
         self.saturation = metrics.SaturationStats(names, limits, t0)
         self.residual = metrics.ResidualStats(model, payload_link, t0)
+        self.delay = DelayStats(names, t0)
+        self.reference_range = RangeStats(len(names))
+        self.measured_range = RangeStats(len(names))
         self.malformed = {'joint_states': 0, 'reference': 0, 'commands': 0}
         self.diagnostics = _Diagnostics()
 
@@ -144,20 +152,33 @@ class _Analysis:
             return
         self.malformed[key] += chunk.malformed
         if key == 'joint_states':
+            q = chunk.position[:, self.columns]
             self.states.update(chunk.stamps)
-            self.tracking.update(js_stamps=chunk.stamps, q=chunk.position[:, self.columns])
+            self.tracking.update(js_stamps=chunk.stamps, q=q)
+            self.delay.update(js_stamps=chunk.stamps, q=q)
+            self.measured_range.update(q)
             self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
+            if self.identification is not None:
+                self.identification.update(chunk.stamps, chunk.position, chunk.velocity,
+                                           chunk.effort)
         elif key == 'reference':
             self.loop.update(chunk.stamps)
             self.tracking.update(ref_stamps=chunk.stamps, q_d=chunk.position)
+            self.delay.update(ref_stamps=chunk.stamps, q_d=chunk.position)
+            self.reference_range.update(chunk.position)
         else:
             self.saturation.update(chunk.recv, chunk.data)
 
     def report(self):
-        return {'loop': self.loop.result(), 'joint_states': self.states.result(),
+        delay = self.delay.result()
+        identified = {} if self.identification is None else {
+            'identification': self.identification.result()}
+        return {**identified, 'loop': self.loop.result(), 'joint_states': self.states.result(),
                 'tracking': self.tracking.result(), 'saturation': self.saturation.result(),
                 'residual': self.residual.result(), 'malformed': self.malformed,
-                'diagnostics': self.diagnostics.result()}
+                'diagnostics': self.diagnostics.result(), 'delay': delay,
+                'motion': motion_report(self.names, self.reference_range, self.measured_range,
+                                        delay)}
 
 
 class _Diagnostics:
@@ -184,7 +205,7 @@ class _Diagnostics:
 
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
                  progress=True, payload_link=None, plots=True, chunk_size=20000,
-                 locked_joints=None):
+                 locked_joints=None, identify=False, friction_velocity_width=DEFAULT_WIDTH):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -198,6 +219,9 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         plots: write the PNG plots
         chunk_size: messages per topic decoded at once (memory ∝ chunk_size, not bag length)
         locked_joints: joints of the URDF to treat as fixed (e.g. a gripper's fingers)
+        identify: also fit the payload on `payload_link` and each joint's friction
+            (`identify.py`); writes identified_parameters.yaml for the node's --params-file
+        friction_velocity_width: w [rad/s] of the friction model fc·tanh(qd / w), as the node's
     Raises:
         RneaControllerError (BagError, UrdfError, ...) on bad input.
     """
@@ -211,7 +235,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         names, t0 = check_joints(bag, topics, model)
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
-        analysis = _Analysis(model, names, t0, payload_link)
+        analysis = _Analysis(model, names, t0, payload_link,
+                             friction_velocity_width if identify else None)
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         report = _summary(bag, topics, model, source, names, analysis)
     failures = check_thresholds(report, thresholds or {})
@@ -270,8 +295,9 @@ def _summary(bag, topics, model, source, names, analysis):
 
 
 def check_thresholds(report, thresholds):
-    """Failure messages: always non-finite or over-limit commands, then each threshold given."""
-    failures = []
+    """Failure messages: always an idle run (`motion`), non-finite or over-limit commands;
+    then each threshold given."""
+    failures = motion_failures(report['motion'])
     for joint, s in report['saturation']['joints'].items():
         if s['non_finite']:
             failures.append(f"{joint}: {s['non_finite']} non-finite commands")
@@ -312,6 +338,9 @@ def write_outputs(output_dir, report, failures, analysis):
     files = {'json': output_dir / 'report.json', 'markdown': output_dir / 'report.md'}
     files['json'].write_text(json.dumps(_plain(report), indent=2) + '\n')
     files['markdown'].write_text(format_markdown(report, failures))
+    if 'identification' in report:
+        files['parameters'] = output_dir / 'identified_parameters.yaml'
+        files['parameters'].write_text(parameters_yaml(report['identification']))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files
@@ -337,6 +366,9 @@ def _write_plots(output_dir, report, analysis):
             'reference (loop)': analysis.loop.periods,
             'joint states': analysis.states.periods}),
     }
+    if report['delay']['samples']:
+        files['delay_plot'] = plots.delay_plot(output_dir / 'effective_delay.png',
+                                               report['delay'])
     if analysis.residual.count.any():
         files['residual_plot'] = plots.residual_plot(
             output_dir / 'model_residual.png', analysis.residual.envelope, model.joint_names,
@@ -352,20 +384,23 @@ def _fmt(value, scale=1.0, digits=3):
 
 def _joint_rows(report):
     """(header, units, rows) of the per-joint table."""
-    header = ['joint', 'err rms', 'err max', 'err p99', 'at limit', 'max |tau|', 'limit',
-              'resid rms', 'resid mean']
-    units = ['', '[mrad]', '[mrad]', '[mrad]', '[%]', '[N·m]', '[N·m]', '[N·m]', '[N·m]']
+    header = ['joint', 'err rms', 'err max', 'err p99', 'delay', 'shifted rms', 'at limit',
+              'max |tau|', 'limit', 'resid rms', 'resid mean']
+    units = ['', '[mrad]', '[mrad]', '[mrad]', '[ms]', '[mrad]', '[%]', '[N·m]', '[N·m]',
+             '[N·m]', '[N·m]']
     rows = []
     residual = report['residual']['joints']
     for name, t in report['tracking']['joints'].items():
         s = report['saturation']['joints'][name]
         r = residual.get(name, {})
+        d = report['delay']['joints'][name]
         rows.append([name, _fmt(t['rms'], 1e3), _fmt(t['max'], 1e3), _fmt(t['p99'], 1e3),
+                     _fmt(d['tau_ms'], 1, 2), _fmt(d['rms_shifted'], 1e3),
                      _fmt(s['share'], 100, 2), _fmt(s['max_abs'], 1, 2), _fmt(s['limit'], 1, 1),
                      _fmt(r.get('rms')), _fmt(r.get('mean'))])
     for name, r in residual.items():
         if name not in report['tracking']['joints']:
-            rows.append([name, '-', '-', '-', '-', '-', '-', _fmt(r['rms']), _fmt(r['mean'])])
+            rows.append([name] + ['-'] * 8 + [_fmt(r['rms']), _fmt(r['mean'])])
     return header, units, rows
 
 
@@ -386,11 +421,52 @@ def _timing_lines(label, timing, what, max_listed=20):
     return lines
 
 
+def _delay_line(delay):
+    d = delay['overall']
+    if d['tau_ms'] is None:
+        return 'effective delay: - (no joint state inside the reference)'
+    edge = ' (at the edge of the -5..+10 ms search: the true lag may lie beyond)' if d[
+        'at_edge'] else ''
+    return (f"effective delay: {d['tau_ms']:.2f} ms over all joints{edge}; tracking error RMS "
+            f"{d['rms_unshifted'] * 1e3:.3f} mrad, {d['rms_shifted'] * 1e3:.3f} mrad once "
+            'shifted by it')
+
+
 def _payload_line(residual):
     if residual['payload_kg'] is None:
         return 'estimated payload: - (no measured effort in the joint states)'
     return (f"estimated payload: {residual['payload_kg']:.3f} kg "
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
+
+
+def _estimate(value, std, unit, digits=4):
+    if value is None:
+        return 'not identifiable from this motion'
+    return f'{value:.{digits}g} ± {std:.2g} {unit}'
+
+
+def _identification_lines(result):
+    """The fitted payload and friction, each with its standard error, or the refusal."""
+    payload = result['payload']
+    lines = [f"identification ({result['samples']} samples, condition number "
+             f"{result['condition_number']:.3g}, residual RMS {result['residual_rms_before']:.3g}"
+             f" -> {result['residual_rms_after']:.3g} N·m):",
+             f"  payload on {payload['link']}: mass "
+             + _estimate(payload['mass'], payload['mass_std'], 'kg')]
+    if payload['mass'] is not None:
+        lines.append('  centre of mass [m]: ' + ', '.join(
+            f'{axis} ' + _estimate(c, s, '') for axis, c, s in zip('xyz', payload['com'],
+                                                                   payload['com_std'])))
+    params = result['parameters']
+    for joint in result['friction']:
+        cells = []
+        for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m')):
+            p = params[f'{joint}.{kind}']
+            cells.append(f'{kind} ' + (_estimate(p['estimate'], p['std_error'], unit)
+                                       if p['identifiable'] else
+                                       f"not identifiable from this motion ({p['reason']})"))
+        lines.append(f'  {joint}: ' + ', '.join(cells))
+    return lines
 
 
 def _diagnostics_lines(diagnostics, keys=('overruns', 'rejected messages',
@@ -415,7 +491,10 @@ def _summary_lines(report, failures):
     lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
                  f'malformed messages: {malformed}')
     lines += _diagnostics_lines(report['diagnostics'])
+    lines.append(_delay_line(report['delay']))
     lines.append(_payload_line(report['residual']))
+    if 'identification' in report:
+        lines += _identification_lines(report['identification'])
     lines.append('result: PASS' if not failures else 'result: FAIL')
     lines += [f'  FAIL {f}' for f in failures]
     return lines
@@ -465,6 +544,12 @@ def build_parser():
                             default=topic, metavar='TOPIC', help=f'default {topic}')
     parser.add_argument('--payload-link', help='link of the payload estimate '
                         '(default: the link of the last joint)')
+    parser.add_argument('--identify', action='store_true', help='fit the payload on '
+                        "--payload-link and each joint's viscous and Coulomb friction; write "
+                        "identified_parameters.yaml (for the node's --params-file)")
+    parser.add_argument('--friction-velocity-width', type=float, default=DEFAULT_WIDTH,
+                        metavar='RAD_S', help='w of the friction model fc·tanh(qd / w), as the '
+                        f"node's friction_velocity_width (default {DEFAULT_WIDTH})")
     parser.add_argument('--locked-joints', nargs='+', metavar='JOINT',
                         help='URDF joints to treat as fixed at 0 (e.g. gripper fingers)')
     for name, (what, unit, _) in THRESHOLDS.items():
@@ -490,7 +575,8 @@ def main(argv=None):
         result = validate_bag(bag, output, urdf_path=args.urdf, topics=topics,
                               thresholds=thresholds, progress=not args.no_progress,
                               payload_link=args.payload_link, plots=not args.no_plots,
-                              locked_joints=args.locked_joints)
+                              locked_joints=args.locked_joints, identify=args.identify,
+                              friction_velocity_width=args.friction_velocity_width)
     except RneaControllerError as error:
         if args.debug:
             raise

@@ -1,7 +1,10 @@
 """Joint-trajectory sampling with the semantics of ros2_controllers' joint_trajectory_controller.
 
 ROS-free: the node converts trajectory_msgs/JointTrajectory into plain arrays and times in
-seconds on one time axis (the node's clock), and this module does the rest.
+seconds on one time axis (the node's clock), and this module does the rest: `plan_arrays` checks
+and builds a trajectory with numpy on whole arrays (a 10,000-point trajectory in milliseconds,
+not in the 1 kHz loop's way), `plan` is the same for a list of `TrajectoryPoint`s, and
+`Trajectory.sample` finds the segment by bisection, O(log N), compiled.
 
 A trajectory is a list of knots (t_k, q_k, qd_k, qdd_k). Between two knots the reference is
 
@@ -21,15 +24,23 @@ Refusal rules (TrajectoryError, message naming the joint, point and value): no j
 points, unknown or duplicate joints, a partial joint set unless allowed, array lengths that do
 not match the joint names, accelerations without velocities, time_from_start negative or not
 strictly increasing, non-finite values, positions outside the joint limits, a trajectory that
-ends in the past.
+ends in the past. The first broken rule is reported as a point-by-point check would find it:
+the earliest point, and in it the first rule in the order above (timing, positions, velocities,
+accelerations, limits).
 """
+import array
+from collections.abc import Sequence
 from dataclasses import dataclass
-import math
+from operator import attrgetter
 
 from numba import njit
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rnea_controller.errors import TrajectoryError
+
+_TYPECODE = attrgetter('typecode')
+CHUNK = 1024  # segments computed at once: (1024, 6) float temporaries are 48 kB
 
 
 @dataclass(frozen=True)
@@ -47,25 +58,36 @@ class TrajectoryPoint:
 
 
 def _coefficients(T, p0, v0, a0, p1, v1, a1, order):
-    """Polynomial coefficients c[0..5] (rows) of one segment of duration T [s].
+    """Polynomial coefficients c[:, 0..5] of m segments of durations T (m, 1) [s].
 
-    order 1: linear; 3: cubic (Hermite); 5: quintic. h = p1 - p0.
+    order 1: linear; 3: cubic (Hermite); 5: quintic; all m segments have the same order.
+    p0 ... a1 are (m, n), h = p1 - p0, and with u = 1/T:
+        linear:  c1 = h u
+        cubic:   c1 = v0, c2 = (3h - (2 v0 + v1) T) u², c3 = (-2h + (v0 + v1) T) u³
+        quintic: c1 = v0, c2 = a0 / 2,
+                 c3 = (20h - (8 v1 + 12 v0) T - (3 a0 - a1) T²) u³ / 2,
+                 c4 = (-30h + (14 v1 + 16 v0) T + (3 a0 - 2 a1) T²) u⁴ / 2,
+                 c5 = (12h - 6 (v1 + v0) T + (a1 - a0) T²) u⁵ / 2.
+    Returns (m, 6, n).
     """
-    c = np.zeros((6, p0.shape[0]))
+    c = np.zeros((p0.shape[0], 6, p0.shape[1]))
     h = p1 - p0
-    c[0] = p0
+    u = 1.0 / T
+    c[:, 0] = p0
     if order == 1:
-        c[1] = h / T
+        c[:, 1] = h * u
         return c
-    c[1] = v0
+    c[:, 1] = v0
     if order == 3:
-        c[2] = (3.0 * h - (2.0 * v0 + v1) * T) / T**2
-        c[3] = (-2.0 * h + (v0 + v1) * T) / T**3
+        c[:, 2] = (3.0 * h - (2.0 * v0 + v1) * T) * u**2
+        c[:, 3] = (-2.0 * h + (v0 + v1) * T) * u**3
         return c
-    c[2] = 0.5 * a0
-    c[3] = (20.0 * h - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T**2) / (2.0 * T**3)
-    c[4] = (-30.0 * h + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T**2) / (2.0 * T**4)
-    c[5] = (12.0 * h - 6.0 * (v1 + v0) * T + (a1 - a0) * T**2) / (2.0 * T**5)
+    T2, half_u3 = T * T, 0.5 * u**3
+    c[:, 2] = 0.5 * a0
+    c[:, 3] = (20.0 * h - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T2) * half_u3
+    c[:, 4] = (-30.0 * h + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T2) * (
+        half_u3 * u)
+    c[:, 5] = (12.0 * h - 6.0 * (v1 + v0) * T + (a1 - a0) * T2) * (half_u3 * u * u)
     return c
 
 
@@ -75,7 +97,8 @@ class Trajectory:
     Build one with `Trajectory.hold(q, t)` or `plan(...)`; read it with `sample(t)`.
     """
 
-    def __init__(self, times, coefficients, final_position):
+    def __init__(self, times: ArrayLike, coefficients: ArrayLike,
+                 final_position: ArrayLike) -> None:
         self.times = np.ascontiguousarray(times, dtype=float)  # (m+1,) knot times [s]
         self.coefficients = np.ascontiguousarray(coefficients, dtype=float)  # (m, 6, n)
         self.final_position = np.ascontiguousarray(final_position, dtype=float)  # (n,)
@@ -83,26 +106,26 @@ class Trajectory:
         self._t_last = float(self.times[-1]) if len(self.coefficients) else -np.inf
 
     @classmethod
-    def hold(cls, q, t=0.0):
+    def hold(cls, q: ArrayLike, t: float = 0.0) -> 'Trajectory':
         """Hold position q [rad] from time t [s] on, with zero velocity and acceleration."""
         q = np.array(q, dtype=float)
         return cls([t], np.zeros((0, 6, q.shape[0])), q)
 
     @property
-    def start_time(self):
+    def start_time(self) -> float:
         """Time of the first knot [s]."""
         return float(self.times[0])
 
     @property
-    def end_time(self):
+    def end_time(self) -> float:
         """Time of the last knot [s]; after it the trajectory holds its last position."""
         return float(self.times[-1])
 
-    def is_holding(self, t):
+    def is_holding(self, t: float) -> bool:
         """True when t [s] is at or after the last knot (the reference is a constant hold)."""
         return t >= self._t_last
 
-    def sample(self, t, out=None):
+    def sample(self, t: float, out: np.ndarray | None = None) -> np.ndarray:
         """Desired (q_d, qd_d, qdd_d) at time t [s] as rows of a (3, n) array.
 
         On segment k, with s = t - t_k and its coefficients c_0..c_5 (Horner's scheme):
@@ -155,92 +178,228 @@ def _check_names(names, joint_names, allow_partial):
     return np.array([index[name] for name in names], dtype=int)
 
 
-def _check_point(k, point, names, limits, previous_time):
-    """Check one point's lengths, timing, finiteness and position limits; raise TrajectoryError."""
+@dataclass(frozen=True)
+class _Rows:
+    """One field of N points as an (N, n) array; rows of another length are zeros in `values`.
+
+    lengths (N,): how many values each point gave; present (N,): it gave exactly n.
+    """
+
+    values: np.ndarray
+    lengths: np.ndarray
+    present: np.ndarray
+
+
+def _rows(field, rows, N, n):
+    """`rows`: None (no point has this field), an (N, n') array, or N rows of any lengths."""
+    if rows is None:
+        return _Rows(np.zeros((N, n)), np.zeros(N, dtype=np.intp), np.zeros(N, dtype=bool))
+    if isinstance(rows, np.ndarray) and rows.ndim == 2:
+        lengths = np.full(rows.shape[0], rows.shape[1], dtype=np.intp)
+    else:
+        lengths = np.fromiter(map(len, rows), dtype=np.intp, count=len(rows))
+    if len(lengths) != N:
+        raise TrajectoryError(f'{field} has {len(lengths)} rows for {N} points')
+    present = lengths == n
+    try:
+        if present.all():
+            values = _stack(rows, N, n)
+        else:
+            values = np.zeros((N, n))
+            if present.any():
+                values[present] = _stack([rows[k] for k in np.flatnonzero(present)], -1, n)
+    except (TypeError, ValueError):
+        raise TrajectoryError(f'{field} must be numbers') from None
+    return _Rows(values, lengths, present)
+
+
+def _stack(rows, N, n):
+    """Rows of n numbers as an (N, n) float array; float64 array.array rows (as rclpy gives
+    them) are joined as bytes, 20 times faster than numpy's conversion of a list of them."""
+    if isinstance(rows, np.ndarray):
+        return rows.astype(float, copy=False)
+    if set(map(type, rows)) == {array.array} and set(map(_TYPECODE, rows)) == {'d'}:
+        return np.frombuffer(b''.join(rows), dtype=float).reshape(N, n)
+    return np.array(rows, dtype=float).reshape(N, n)
+
+
+def _first_refusal(rules):
+    """Message of the earliest point breaking a rule, the first rule in order at that point.
+
+    rules: (mask (N,) of the points breaking it, message(k)) in the order a point is checked.
+    """
+    firsts = [int(np.argmax(mask)) if mask.any() else None for mask, _ in rules]
+    broken = [(k, order) for order, k in enumerate(firsts) if k is not None]
+    if broken:
+        k, order = min(broken)
+        raise TrajectoryError(rules[order][1](k))
+
+
+def _timing_rules(times):
+    """time_from_start finite, >= 0 and strictly increasing (`_first_refusal` rules)."""
+    with np.errstate(invalid='ignore'):
+        bad = ~np.isfinite(times) | (times < 0.0)
+        not_after = np.concatenate([[False], times[1:] <= times[:-1]])
+    return [
+        (bad, lambda k: f'point {k}: time_from_start {times[k]} s must be finite and >= 0'),
+        (not_after, lambda k: f'point {k}: time_from_start {times[k]} s is not after point '
+                              f'{k - 1} ({times[k - 1]} s)'),
+    ]
+
+
+def _field_rules(field, rows, names, optional):
+    """Length (n, or 0 if optional) and finiteness of one field (`_first_refusal` rules)."""
     n = len(names)
-    tfs = float(point.time_from_start)
-    if not math.isfinite(tfs) or tfs < 0.0:
-        raise TrajectoryError(f'point {k}: time_from_start {tfs} s must be finite and >= 0')
-    if previous_time is not None and tfs <= previous_time:
-        raise TrajectoryError(
-            f'point {k}: time_from_start {tfs} s is not after point {k - 1} ({previous_time} s)')
-    for field in ('positions', 'velocities', 'accelerations'):
-        values = getattr(point, field)
-        if len(values) not in ((n,) if field == 'positions' else (0, n)):
-            raise TrajectoryError(
-                f'point {k}: {field} has {len(values)} values, expected {n} '
-                f'(one per joint name{"" if field == "positions" else ", or none"})')
-        for name, value in zip(names, values, strict=False):
-            if not math.isfinite(value):
-                raise TrajectoryError(f'point {k}: {field} of joint {name!r} is {value}')
-    if len(point.accelerations) and not len(point.velocities):
-        raise TrajectoryError(f'point {k}: accelerations are given without velocities')
-    for name, value, (lower, upper) in zip(names, point.positions, limits, strict=True):
-        if not lower <= value <= upper:
-            raise TrajectoryError(
-                f'point {k}: position {value} of joint {name!r} is outside its limits '
-                f'[{lower}, {upper}]')
-    return tfs
+    allowed = rows.present | ((rows.lengths == 0) if optional else False)
+    finite = np.isfinite(rows.values)
+    bad_value = ~finite.all(axis=1)
+    return [
+        (~allowed, lambda k: f'point {k}: {field} has {rows.lengths[k]} values, expected {n} '
+                             f'(one per joint name{", or none" if optional else ""})'),
+        (bad_value, lambda k: f'point {k}: {field} of joint {names[np.argmin(finite[k])]!r} '
+                              f'is {rows.values[k, np.argmin(finite[k])]}'),
+    ]
 
 
-def validate(names, points, joint_names, position_limits, allow_partial=False):
+def _limit_rule(positions, names, limits):
+    """Positions within [lower, upper] of their joint (a `_first_refusal` rule)."""
+    lower, upper = limits[:, 0], limits[:, 1]
+    with np.errstate(invalid='ignore'):
+        outside = (positions.values < lower) | (positions.values > upper)
+    bad = outside.any(axis=1) & positions.present
+
+    def message(k):
+        j = int(np.argmax(outside[k]))
+        return (f'point {k}: position {positions.values[k, j]} of joint {names[j]!r} is '
+                f'outside its limits [{lower[j]}, {upper[j]}]')
+    return [(bad, message)]
+
+
+def _checked_arrays(names, times, positions, velocities, accelerations, joint_names,
+                    position_limits, allow_partial):
+    """Check a trajectory given as arrays; return (index, times, positions, velocities, accel.).
+
+    index: the controlled-joint index of each of `names`; the fields are `_Rows`.
+    """
+    names = list(names)
+    index = _check_names(names, joint_names, allow_partial)
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1:
+        raise TrajectoryError(f'times must be one value per point, got shape {times.shape}')
+    if len(times) == 0:
+        raise TrajectoryError('trajectory has no points')
+    N, n = len(times), len(names)
+    fields = [_rows(field, rows, N, n) for field, rows in (
+        ('positions', positions), ('velocities', velocities), ('accelerations', accelerations))]
+    p, v, a = fields
+    rules = _timing_rules(times) + _field_rules('positions', p, names, optional=False)
+    rules += _field_rules('velocities', v, names, optional=True)
+    rules += _field_rules('accelerations', a, names, optional=True)
+    rules.append((a.present & ~v.present,
+                  lambda k: f'point {k}: accelerations are given without velocities'))
+    limits = np.asarray(position_limits, dtype=float)[index]
+    _first_refusal(rules + _limit_rule(p, names, limits))
+    return index, times, p, v, a
+
+
+def plan_arrays(names: Sequence[str], times: ArrayLike, positions: ArrayLike,
+                velocities: ArrayLike | None = None, accelerations: ArrayLike | None = None, *,
+                joint_names: Sequence[str], position_limits: ArrayLike, current: ArrayLike,
+                now: float, start_time: float | None = None,
+                allow_partial: bool = False) -> Trajectory:
+    """Validate a trajectory given as arrays and build the reference replacing the current one.
+
+    Args:
+        names: the message's joint names (any order, k of them)
+        times: (N,) time_from_start of each point [s]
+        positions: (N, k) [rad or m], or N rows (e.g. the messages' arrays) of any length
+        velocities, accelerations: None when no point has them, an (N, k) array, or N rows of
+            k values or none (per point, as JointTrajectoryPoint) [rad/s, rad/s²]
+        joint_names: the controlled joints (n); position_limits: (n, 2) lower, upper of them
+        current: the current desired state (3, n): rows q_d, qd_d, qdd_d (`old.sample(now)`)
+        now: [s]; start_time: the header stamp on the same time axis [s], None meaning now
+        allow_partial: joints the message lacks keep their current desired position
+
+    Points at or before `now` are skipped; the first knot is (now, current). Raises
+    TrajectoryError for the first broken rule (module docstring), all checked on whole arrays.
+    """
+    index, times, p, v, a = _checked_arrays(names, times, positions, velocities, accelerations,
+                                            joint_names, position_limits, allow_partial)
+    start = now if start_time is None else float(start_time)
+    end = start + float(times[-1])
+    if end <= now:
+        raise TrajectoryError(f'trajectory ends {now - end:.6f} s in the past (at {end:.6f} s)')
+    t = start + times
+    keep = t > now  # a suffix: the times increase
+    order = np.where(a.present, 5, np.where(v.present, 3, 1))[keep]
+    current = np.asarray(current, dtype=float)
+    fills = (current[0], 0.0, 0.0)  # joints the message lacks: hold the position, at rest
+    p, v, a = (_knots(current[row], fills[row], index, rows.values[keep])
+               for row, rows in enumerate((p, v, a)))
+    knot_times = np.concatenate([[now], t[keep]])
+    return Trajectory(knot_times, _segments(np.diff(knot_times), p, v, a, order), p[-1])
+
+
+def _knots(value_now, fill, index, values):
+    """(m+1, n) knot values: now's, then the m points' (absent values are zeros in `values`)."""
+    knots = np.empty((len(values) + 1, len(value_now)))
+    knots[0] = value_now
+    knots[1:] = fill
+    knots[1:, index] = values
+    return knots
+
+
+def _segments(T, p, v, a, order):
+    """Coefficients (m, 6, n) of the m segments between the knots, each of its own order.
+
+    Computed in blocks of CHUNK segments: numpy's temporaries then stay small enough to be
+    reused from the heap rather than be fresh pages (whose faults took most of the time).
+    """
+    c = np.empty((len(T), 6, p.shape[1]))
+    for start in range(0, len(T), CHUNK):
+        block = np.arange(start, min(start + CHUNK, len(T)))
+        for k in (1, 3, 5):
+            s = block[order[block] == k]
+            if len(s) == 0:
+                continue
+            e = s + 1  # the segments' end knots
+            if len(s) == len(block):  # one order in the block (the usual case): views
+                s, e = slice(s[0], s[-1] + 1), slice(s[0] + 1, s[-1] + 2)
+            c[s] = _coefficients(T[s, None], p[s], v[s], a[s], p[e], v[e], a[e], k)
+    return c
+
+
+def _point_arrays(points):
+    """(times, positions, velocities, accelerations) of `TrajectoryPoint`s, rows as given."""
+    times = [float(point.time_from_start) for point in points]
+    return (times, [point.positions for point in points], [point.velocities for point in points],
+            [point.accelerations for point in points])
+
+
+def validate(names: Sequence[str], points: Sequence[TrajectoryPoint],
+             joint_names: Sequence[str], position_limits: ArrayLike,
+             allow_partial: bool = False) -> np.ndarray:
     """Check a trajectory message; return the controlled-joint index of each message joint.
 
     names: the message's joint names; points: TrajectoryPoint list in the message's joint order;
     joint_names: the controlled joints; position_limits (n, 2) [rad or m] lower/upper of them.
     Raises TrajectoryError naming the rule, the point, the joint and the value.
     """
-    index = _check_names(list(names), joint_names, allow_partial)
-    if len(points) == 0:
-        raise TrajectoryError('trajectory has no points')
-    limits = np.asarray(position_limits, dtype=float)[index]
-    previous = None
-    for k, point in enumerate(points):
-        previous = _check_point(k, point, list(names), limits, previous)
-    return index
+    return _checked_arrays(names, *_point_arrays(points), joint_names, position_limits,
+                           allow_partial)[0]
 
 
-def plan(names, points, *, joint_names, position_limits, current, now, start_time=None,
-         allow_partial=False):
-    """Validate a trajectory and build the reference that replaces the current one at `now`.
+def plan(names: Sequence[str], points: Sequence[TrajectoryPoint], *,
+         joint_names: Sequence[str], position_limits: ArrayLike, current: ArrayLike, now: float,
+         start_time: float | None = None, allow_partial: bool = False) -> Trajectory:
+    """`plan_arrays` for a list of `TrajectoryPoint`s (the message's points, any joint order).
 
-    names, points: as in the message (any joint order); joint_names: the controlled joints;
     position_limits (n, 2); current: the current desired state (3, n) rows q_d [rad],
     qd_d [rad/s], qdd_d [rad/s^2] (e.g. `old.sample(now)`); now [s]; start_time [s] is the
     header stamp on the same time axis, None (stamp zero) meaning now.
     Points at or before `now` are skipped; the first knot is (now, current).
     Joints the message lacks (allow_partial) keep their current desired position.
     """
-    index = validate(names, points, joint_names, position_limits, allow_partial)
-    start = now if start_time is None else float(start_time)
-    end = start + float(points[-1].time_from_start)
-    if end <= now:
-        raise TrajectoryError(f'trajectory ends {now - end:.6f} s in the past (at {end:.6f} s)')
-    current = np.asarray(current, dtype=float)
-    times, coefficients = [now], []
-    p0, v0, a0 = current[0], current[1], current[2]
-    for point in points:
-        t1 = start + float(point.time_from_start)
-        if t1 <= now:
-            continue
-        p1, v1, a1, order = _knot(point, index, current[0])
-        coefficients.append(_coefficients(t1 - times[-1], p0, v0, a0, p1, v1, a1, order))
-        times.append(t1)
-        p0, v0, a0 = p1, v1, a1
-    return Trajectory(times, coefficients, p0)
-
-
-def _knot(point, index, hold_position):
-    """Full-size (p, v, a, order) of a point; joints it lacks keep hold_position at rest."""
-    p = hold_position.copy()
-    v = np.zeros_like(p)
-    a = np.zeros_like(p)
-    p[index] = point.positions
-    order = 1
-    if len(point.velocities):
-        v[index] = point.velocities
-        order = 3
-    if len(point.accelerations):
-        a[index] = point.accelerations
-        order = 5
-    return p, v, a, order
+    return plan_arrays(names, *_point_arrays(points), joint_names=joint_names,
+                       position_limits=position_limits, current=current, now=now,
+                       start_time=start_time, allow_partial=allow_partial)

@@ -2,18 +2,29 @@
 
 Both sources of a model, URDF (`urdf.py`) and Denavit-Hartenberg tables (`dh.py`), produce a
 `Description`; `model.py` turns any description into a `RobotModel`. The checks here are the
-physical ones shared by both sources (mass, inertia, axis); the tree checks are in `tree_order`.
+physical ones shared by both sources (mass, inertia, axis, limits); the tree checks are in
+`tree_order`. A refusal is the source's error (`Description.error`: UrdfError or DhError) naming
+the link or joint, the value and its place (URDF line or DH row).
 """
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from rnea_controller.errors import UrdfError
+from rnea_controller.dynamics.spatial import inertia_matrix
+from rnea_controller.errors import RneaControllerError, UrdfError
 
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed')
 # [kg·m²] A negative inertia eigenvalue smaller than this is CAD round-off, not an error: real
-# URDFs have them (Tiago's antenna links: -3.5e-8). 1e-6 kg·m² is 1 g at 3 cm.
+# URDFs have them (Tiago's antenna links: -3.5e-8). 1e-6 kg·m² is 1 g at 3 cm. The triangle
+# inequality of the principal moments is held with the same tolerance (Tiago's antennas: -9e-8).
 INERTIA_TOLERANCE = 1e-6
+# Bounds of a plausible arm, far above any real one, so that the law cannot overflow:
+MAX_LINK_MASS = 1e4  # [kg]
+MAX_LENGTH = 1e3  # [m] centre of mass offsets and joint placements
+MAX_PRINCIPAL_MOMENT = MAX_LINK_MASS * MAX_LENGTH**2  # [kg·m²]
+
+ErrorType = type[RneaControllerError]
 
 
 @dataclass(frozen=True)
@@ -48,74 +59,143 @@ class JointSpec:
 
 @dataclass(frozen=True)
 class Description:
-    """Links and joints of one robot, in source order, plus the source text if any."""
+    """Links and joints of one robot, in source order, plus the source text if any.
+
+    `error` is the exception its checks raise: UrdfError for a URDF, DhError for a DH table.
+    """
 
     name: str
     links: tuple
     joints: tuple
     source: str | None = None
+    error: ErrorType = UrdfError
 
 
-def here(kind, name, where):
+def here(kind: str, name: str, where: str) -> str:
     """Message prefix naming an element and its place: "joint 'elbow' (line 42)"."""
     return f"{kind} '{name}'" + (f' ({where})' if where else '')
 
 
-def check_inertial(link):
-    """Raise UrdfError unless mass ≥ 0 and the inertia is finite, symmetric and PSD."""
+def inertia_3x3(values: ArrayLike, what: str, error: ErrorType = UrdfError) -> np.ndarray:
+    """Symmetric 3×3 inertia [kg·m²] from a 3×3 matrix or [ixx, ixy, ixz, iyy, iyz, izz].
+
+    Raises `error` naming `what` when the shape is neither or the matrix is not symmetric
+    (within round-off: the mean of it and its transpose is returned).
+    """
+    array = np.asarray(values, dtype=float)
+    if array.shape == (6,):
+        array = inertia_matrix(*array)
+    if array.shape != (3, 3):
+        raise error(f'{what}: inertia has shape {array.shape}, expected 3×3 or its 6 parts '
+                    '[ixx, ixy, ixz, iyy, iyz, izz] [kg·m²]')
+    if not np.allclose(array, array.T, atol=INERTIA_TOLERANCE):
+        raise error(f'{what}: inertia {array.tolist()} kg·m² is not symmetric')
+    return 0.5 * (array + array.T)
+
+
+def check_inertial(link: LinkSpec, error: ErrorType = UrdfError) -> None:
+    """Raise `error` unless the link's mass, centre of mass and inertia can be a rigid body's.
+
+    Mass m: finite, 0 ≤ m ≤ MAX_LINK_MASS [kg] (0: a massless frame link). Centre of mass:
+    finite, within MAX_LENGTH [m]. Inertia about it: finite, positive semi-definite and its
+    principal moments I1 ≤ I2 ≤ I3 obey I3 ≤ I1 + I2 (any real mass distribution does), both
+    within INERTIA_TOLERANCE, and at most MAX_PRINCIPAL_MOMENT [kg·m²].
+    """
     at = here('link', link.name, link.where)
     if not np.isfinite(link.mass) or link.mass < 0.0:
-        raise UrdfError(f'{at}: mass {link.mass} kg must be finite and not negative')
+        raise error(f'{at}: mass {link.mass} kg must be finite and not negative')
+    if link.mass > MAX_LINK_MASS:
+        raise error(f'{at}: mass {link.mass:g} kg is above the bound of {MAX_LINK_MASS:g} kg')
     if not (np.all(np.isfinite(link.com)) and np.all(np.isfinite(link.inertia))):
-        raise UrdfError(f'{at}: centre of mass or inertia has non-finite values')
-    eigenvalues = np.linalg.eigvalsh(link.inertia)
-    if eigenvalues[0] < -INERTIA_TOLERANCE:
-        raise UrdfError(f'{at}: inertia is not positive semi-definite '
-                        f'(eigenvalues {np.array2string(eigenvalues, precision=6)} kg·m²)')
+        raise error(f'{at}: centre of mass or inertia has non-finite values')
+    if np.linalg.norm(link.com) > MAX_LENGTH:
+        raise error(f'{at}: centre of mass {_text(link.com)} m is farther than '
+                    f'{MAX_LENGTH:g} m from the link origin')
+    _check_principal_moments(at, np.linalg.eigvalsh(link.inertia), error)
 
 
-def unit_axis(joint_name, axis, where):
+def _check_principal_moments(at, moments, error):
+    """Positive semi-definite, triangle inequality, bounded: see `check_inertial`."""
+    shown = f'(principal moments {_text(moments)} kg·m²)'
+    if moments[0] < -INERTIA_TOLERANCE:
+        raise error(f'{at}: inertia is not positive semi-definite {shown}')
+    if moments[2] > moments[0] + moments[1] + INERTIA_TOLERANCE:
+        raise error(f'{at}: inertia breaks the triangle inequality {shown}: the largest '
+                    'exceeds the sum of the other two, which no rigid body can')
+    if moments[2] > MAX_PRINCIPAL_MOMENT:
+        raise error(f'{at}: inertia is above the bound of {MAX_PRINCIPAL_MOMENT:g} kg·m² '
+                    f'{shown}')
+
+
+def check_joint(joint: JointSpec, error: ErrorType = UrdfError) -> None:
+    """Raise `error` unless a moving joint's placement and limits are usable.
+
+    Placement within MAX_LENGTH [m]; effort [N·m or N] and velocity [rad/s or m/s] limits
+    positive (inf: absent, no limit); lower ≤ upper position limits [rad or m].
+    """
+    at = here('joint', joint.name, joint.where)
+    if not np.linalg.norm(joint.p) <= MAX_LENGTH:
+        raise error(f'{at}: origin {_text(joint.p)} m is farther than {MAX_LENGTH:g} m '
+                    'from its parent')
+    for kind, value, unit in (('effort', joint.effort, 'N·m or N'),
+                              ('velocity', joint.velocity, 'rad/s or m/s')):
+        if not value > 0.0:
+            raise error(f'{at}: {kind} limit {value} {unit} must be positive '
+                        '(leave the attribute out for no limit)')
+    if not joint.lower <= joint.upper:
+        raise error(f'{at}: lower position limit {joint.lower} is above the upper limit '
+                    f'{joint.upper}')
+
+
+def unit_axis(joint_name: str, axis: ArrayLike, where: str,
+              error: ErrorType = UrdfError) -> np.ndarray:
     """The joint axis normalised to unit length; a zero-length axis is an error."""
     axis = np.asarray(axis, dtype=float)
     norm = np.linalg.norm(axis)
     if not np.isfinite(norm) or norm < 1e-12:
-        raise UrdfError(f'{here("joint", joint_name, where)}: axis '
-                        f'({", ".join(f"{x:g}" for x in axis)}) has zero length')
+        raise error(f'{here("joint", joint_name, where)}: axis '
+                    f'({", ".join(f"{x:g}" for x in axis)}) has zero length')
     return axis / norm
 
 
-def tree_order(description):
+def _text(values):
+    return np.array2string(np.asarray(values), precision=6, separator=', ')
+
+
+def tree_order(description: Description) -> tuple[str, list]:
     """Joints in depth-first order from the single root link, children in source order.
 
-    Returns (root link name, ordered joints). Raises UrdfError for unknown links, a link with two
-    parents, no root, several roots, or a cycle.
+    Returns (root link name, ordered joints). Raises `description.error` for unknown links, a
+    link with two parents, no root, several roots, or a cycle.
     """
+    error = description.error
     links = {link.name for link in description.links}
     parent_joint = {}
     for joint in description.joints:
         for role, link in (('parent', joint.parent), ('child', joint.child)):
             if link not in links:
-                raise UrdfError(f'{here("joint", joint.name, joint.where)}: {role} link '
-                                f"'{link}' is not defined")
+                raise error(f'{here("joint", joint.name, joint.where)}: {role} link '
+                            f"'{link}' is not defined")
         if joint.child in parent_joint:
-            raise UrdfError(f"link '{joint.child}' has two parent joints: "
-                            f"'{parent_joint[joint.child].name}' and '{joint.name}'")
+            raise error(f"link '{joint.child}' has two parent joints: "
+                        f"'{parent_joint[joint.child].name}' and '{joint.name}'")
         parent_joint[joint.child] = joint
     roots = [link.name for link in description.links if link.name not in parent_joint]
     if len(roots) > 1:
-        raise UrdfError(f'robot has {len(roots)} root links (links with no parent joint): '
-                        f'{", ".join(roots)}; a robot must be one tree')
+        raise error(f'robot has {len(roots)} root links (links with no parent joint): '
+                    f'{", ".join(roots)}; a robot must be one tree')
     if not roots:
-        raise UrdfError('robot has no root link: every link has a parent joint (a cycle)')
+        raise error('robot has no root link: every link has a parent joint (a cycle)')
     ordered = _depth_first(roots[0], description.joints)
     if len(ordered) != len(description.joints):
         unreached = sorted({j.child for j in description.joints} - {j.child for j in ordered})
-        raise UrdfError(f'kinematic cycle: links {", ".join(unreached)} '
-                        f"are not reachable from the root '{roots[0]}'")
+        raise error(f'kinematic cycle: links {", ".join(unreached)} '
+                    f"are not reachable from the root '{roots[0]}'")
     return roots[0], ordered
 
 
 def _depth_first(root, joints):
+    """Joints below link `root`, depth first, children in source order."""
     children = {}
     for joint in joints:
         children.setdefault(joint.parent, []).append(joint)

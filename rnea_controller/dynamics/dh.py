@@ -16,20 +16,26 @@ to d_i instead of θ_i.
 Each row is a mapping with keys `a` [m], `alpha` [rad], `d` [m], `theta` (offset) [rad], and
 optional `type` ('revolute' | 'prismatic'), `mass` [kg], `com` (3,) [m], `inertia` (3×3 or
 [ixx, ixy, ixz, iyy, iyz, izz] about the com) [kg·m²], `name`, `effort`, `velocity`, `lower`,
-`upper`.
+`upper` (absent: no limit). Errors are `DhError`s naming the row; the physical checks shared
+with URDF (mass, inertia, limits) are `description.check_inertial` and `check_joint`.
 """
-import numpy as np
+from collections.abc import Sequence
 
-from rnea_controller.dynamics.description import Description, JointSpec, LinkSpec
+import numpy as np
+from numpy.typing import ArrayLike
+
+from rnea_controller.dynamics.description import Description, inertia_3x3, JointSpec, LinkSpec
 from rnea_controller.dynamics.spatial import rotation_about
-from rnea_controller.errors import UrdfError
+from rnea_controller.errors import DhError
 
 X_AXIS, Z_AXIS = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
 KEYS = {'a', 'alpha', 'd', 'theta', 'type', 'mass', 'com', 'inertia', 'name', 'effort',
         'velocity', 'lower', 'upper'}
+DEFAULTS = {'a': 0.0, 'alpha': 0.0, 'd': 0.0, 'theta': 0.0, 'mass': 0.0, 'lower': -np.inf,
+            'upper': np.inf, 'effort': np.inf, 'velocity': np.inf}
 
 
-def transform(R=None, p=None):
+def transform(R: np.ndarray | None = None, p: ArrayLike | None = None) -> np.ndarray:
     """Homogeneous 4×4 transform from rotation R and translation p [m] (default: identity)."""
     T = np.eye(4)
     if R is not None:
@@ -39,20 +45,23 @@ def transform(R=None, p=None):
     return T
 
 
-def rot(axis, angle):
+def rot(axis: np.ndarray, angle: float) -> np.ndarray:
+    """Homogeneous rotation of `angle` [rad] about unit `axis`."""
     return transform(rotation_about(axis, angle))
 
 
-def trans(axis, distance):
+def trans(axis: np.ndarray, distance: float) -> np.ndarray:
+    """Homogeneous translation of `distance` [m] along unit `axis`."""
     return transform(p=axis * distance)
 
 
-def description_from_dh(rows, convention='standard', name='dh_arm'):
+def description_from_dh(rows: Sequence[dict], convention: str = 'standard',
+                        name: str = 'dh_arm') -> Description:
     """A `Description` of the serial chain in `rows` (see the module docstring)."""
     if convention not in ('standard', 'modified'):
-        raise UrdfError(f"DH convention '{convention}': expected 'standard' or 'modified'")
+        raise DhError(f"DH convention '{convention}': expected 'standard' or 'modified'")
     if len(rows) == 0:
-        raise UrdfError('DH table has no rows')
+        raise DhError('DH table has no rows')
     links, joints = [LinkSpec('base')], []
     for i, row in enumerate(rows, start=1):
         row = _checked(row, i)
@@ -65,7 +74,7 @@ def description_from_dh(rows, convention='standard', name='dh_arm'):
             joints.append(JointSpec(f'joint{i}_to_link{i}', 'fixed', joint_link, f'link{i}',
                                     after[:3, :3], after[:3, 3], np.zeros(3)))
         links.append(_link(row, i))
-    return Description(name, tuple(links), tuple(joints))
+    return Description(name, tuple(links), tuple(joints), error=DhError)
 
 
 def _split(row, convention):
@@ -80,33 +89,33 @@ def _split(row, convention):
 def _joint(row, i, parent, child, before):
     kind = row.get('type', 'revolute')
     if kind not in ('revolute', 'prismatic'):
-        raise UrdfError(f"DH row {i}: type '{kind}' must be 'revolute' or 'prismatic'")
+        raise DhError(f"DH row {i}: type '{kind}' must be 'revolute' or 'prismatic'")
     return JointSpec(row.get('name', f'joint{i}'), kind, parent, child,
                      before[:3, :3], before[:3, 3], Z_AXIS.copy(),
-                     float(row.get('lower', -np.inf)), float(row.get('upper', np.inf)),
-                     float(row.get('effort', np.inf)), float(row.get('velocity', np.inf)),
+                     row['lower'], row['upper'], row['effort'], row['velocity'],
                      where=f'DH row {i}')
 
 
 def _link(row, i):
-    inertia = np.asarray(row.get('inertia', np.zeros((3, 3))), dtype=float)
-    if inertia.shape == (6,):
-        ixx, ixy, ixz, iyy, iyz, izz = inertia
-        inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    if inertia.shape != (3, 3):
-        raise UrdfError(f'DH row {i}: inertia has shape {inertia.shape}, expected 3×3 or 6')
+    inertia = inertia_3x3(row.get('inertia', np.zeros((3, 3))), f'DH row {i}', DhError)
     com = np.asarray(row.get('com', np.zeros(3)), dtype=float)
     if com.shape != (3,):
-        raise UrdfError(f'DH row {i}: com has shape {com.shape}, expected (3,)')
-    return LinkSpec(f'link{i}', float(row.get('mass', 0.0)), com, inertia, f'DH row {i}')
+        raise DhError(f'DH row {i}: com has shape {com.shape}, expected (3,)')
+    return LinkSpec(f'link{i}', row['mass'], com, inertia, f'DH row {i}')
 
 
 def _checked(row, i):
+    """The row with its defaults, numbers as floats; DhError for unknown keys or bad numbers."""
     unknown = set(row) - KEYS
     if unknown:
-        raise UrdfError(f'DH row {i}: unknown keys {sorted(unknown)}; known: {sorted(KEYS)}')
+        raise DhError(f'DH row {i}: unknown keys {sorted(unknown)}; known: {sorted(KEYS)}')
+    row = {**DEFAULTS, **row}
+    for key in ('a', 'alpha', 'd', 'theta', 'mass', 'lower', 'upper', 'effort', 'velocity'):
+        try:
+            row[key] = float(row[key])
+        except (TypeError, ValueError):
+            raise DhError(f'DH row {i}: {key} = {row[key]!r} is not a number') from None
     for key in ('a', 'alpha', 'd', 'theta'):
-        value = row.get(key, 0.0)
-        if not np.isfinite(value):
-            raise UrdfError(f'DH row {i}: {key} = {value} is not finite')
-    return {'a': 0.0, 'alpha': 0.0, 'd': 0.0, 'theta': 0.0, **row}
+        if not np.isfinite(row[key]):
+            raise DhError(f'DH row {i}: {key} = {row[key]} is not finite')
+    return row

@@ -10,19 +10,30 @@ moves about (revolute) or along (prismatic) the unit vector `axes[i]` of its own
 
 Spatial vectors are [linear; angular] (see `spatial.py`).
 """
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rnea_controller.dynamics import spatial
-from rnea_controller.dynamics.description import check_inertial, here, LinkSpec, tree_order
+from rnea_controller.dynamics.checks import finite_vector
+from rnea_controller.dynamics.description import (
+    check_inertial,
+    check_joint,
+    Description,
+    here,
+    inertia_3x3,
+    LinkSpec,
+    tree_order,
+)
 from rnea_controller.errors import DimensionError, ModelError, UrdfError
 
 STANDARD_GRAVITY = (0.0, 0.0, -9.81)
 
 
-def default_urdf_path():
+def default_urdf_path() -> Path:
     """Path of the arm URDF bundled with the package (the default model everywhere)."""
     return Path(__file__).resolve().parents[1] / 'urdf' / 'arm.urdf'
 
@@ -66,17 +77,17 @@ class RobotModel:
     link_frames: dict = field(default_factory=dict, repr=False)
 
     @property
-    def n(self):
+    def n(self) -> int:
         """Number of actuated joints (nq = nv = n)."""
         return len(self.joint_names)
 
     @property
-    def prismatic(self):
+    def prismatic(self) -> np.ndarray:
         """Boolean mask (n,): True where the joint is prismatic."""
         return np.array([t == 'prismatic' for t in self.joint_types])
 
     @property
-    def S(self):
+    def S(self) -> np.ndarray:
         """Motion subspace vectors S_i, shape (n, 6): [0; axis] revolute, [axis; 0] prismatic."""
         S = np.zeros((self.n, 6))
         for i, axis in enumerate(self.axes):
@@ -84,7 +95,7 @@ class RobotModel:
             S[i, 3:] = 0.0 if self.joint_types[i] == 'prismatic' else axis
         return S
 
-    def joint_index(self, name):
+    def joint_index(self, name: str) -> int:
         """Index of joint `name` in model order; ModelError if unknown."""
         try:
             return self.joint_names.index(name)
@@ -92,7 +103,7 @@ class RobotModel:
             raise ModelError(f"unknown joint '{name}'; the model's joints are "
                              f'{", ".join(self.joint_names)}') from None
 
-    def link_frame(self, link):
+    def link_frame(self, link: str) -> tuple[int, np.ndarray, np.ndarray]:
         """(body index, R, p): where link `link` sits in its body (-1 = the fixed base)."""
         if link not in self.link_frames:
             raise ModelError(f"unknown link '{link}'; the model's links are "
@@ -102,13 +113,15 @@ class RobotModel:
     # --- construction -------------------------------------------------------------------
 
     @classmethod
-    def from_urdf_string(cls, xml, *, locked_joints=None):
+    def from_urdf_string(cls, xml: str, *,
+                         locked_joints: Iterable[str] | dict | None = None) -> 'RobotModel':
         """Model from URDF text. `locked_joints`: names (locked at 0) or {name: value}."""
         from rnea_controller.dynamics.urdf import parse_urdf
         return cls.from_description(parse_urdf(xml), locked_joints=locked_joints)
 
     @classmethod
-    def from_urdf_file(cls, path, *, locked_joints=None):
+    def from_urdf_file(cls, path: str | Path, *,
+                       locked_joints: Iterable[str] | dict | None = None) -> 'RobotModel':
         """Model from a URDF file; see `from_urdf_string`."""
         path = Path(path)
         try:
@@ -121,16 +134,23 @@ class RobotModel:
             raise UrdfError(f'{path}: {error}') from None
 
     @classmethod
-    def from_dh(cls, rows, convention='standard', *, name='dh_arm'):
+    def from_dh(cls, rows: Sequence[dict], convention: str = 'standard', *,
+                name: str = 'dh_arm') -> 'RobotModel':
         """Serial chain from a Denavit-Hartenberg table; see `dh.description_from_dh`."""
         from rnea_controller.dynamics.dh import description_from_dh
         return cls.from_description(description_from_dh(rows, convention, name))
 
     @classmethod
-    def from_description(cls, description, *, locked_joints=None):
-        """Build the tree: order joints, merge fixed and locked joints, move inertias."""
+    def from_description(cls, description: Description, *,
+                         locked_joints: Iterable[str] | dict | None = None) -> 'RobotModel':
+        """Build the tree: order joints, merge fixed and locked joints, move inertias.
+
+        Every link's inertial data and every actuated joint's placement and limits are checked
+        first (`description.check_inertial`, `check_joint`): a refusal is `description.error`.
+        """
         root, ordered = tree_order(description)
-        locked = _locked_values(locked_joints, ordered)
+        error = description.error
+        locked = _locked_values(locked_joints, ordered, error)
         frames = {root: (-1, np.eye(3), np.zeros(3))}
         joints = []
         for joint in ordered:
@@ -141,16 +161,17 @@ class RobotModel:
                 frames[joint.child] = (body, R_o @ R_j, R_o @ p_j + p_o)
                 continue
             if joint.mimic is not None:
-                raise UrdfError(f'{here("joint", joint.name, joint.where)}: mimics joint '
+                raise error(f'{here("joint", joint.name, joint.where)}: mimics joint '
                                 f"'{joint.mimic}'; mimic joints are not supported: lock it "
                                 f"with locked_joints=['{joint.name}']")
+            check_joint(joint, error)
             frames[joint.child] = (len(joints), np.eye(3), np.zeros(3))
             joints.append((joint, body, R_o, p_o))
         if not joints:
-            raise UrdfError(f"robot '{description.name}' has no actuated joint")
+            raise error(f"robot '{description.name}' has no actuated joint")
         inertias = np.zeros((len(joints), 6, 6))
         for link in description.links:
-            check_inertial(link)
+            check_inertial(link, error)
             _add_link_inertia(inertias, frames[link.name], link)
         return cls._from_parts(description, joints, inertias, frames)
 
@@ -176,39 +197,42 @@ class RobotModel:
 
     # --- variations ---------------------------------------------------------------------
 
-    def with_payload(self, link, mass, com=(0.0, 0.0, 0.0), inertia=None):
+    def with_payload(self, link: str, mass: float, com: ArrayLike = (0.0, 0.0, 0.0),
+                     inertia: ArrayLike | None = None) -> 'RobotModel':
         """New model with a rigid payload fixed to `link`.
 
         Args:
             link: name of the link carrying it
             mass: [kg], ≥ 0
             com: its centre of mass in the link frame [m]
-            inertia: 3×3 about its centre of mass, link axes [kg·m²] (default: a point mass)
+            inertia: 3×3 or [ixx, ixy, ixz, iyy, iyz, izz] about its centre of mass, link axes
+                [kg·m²] (default: a point mass)
+        Raises ModelError (DimensionError for a com or inertia of the wrong shape) for a payload
+        no rigid body can be, with the bounds of `description.check_inertial`.
         """
         body, R, p = self.link_frame(link)
         if body < 0:
             raise ModelError(f"link '{link}' is part of the fixed base: a payload there "
                              'loads no joint')
-        payload = LinkSpec(f'payload on {link}', float(mass), _vector(com, 3, 'payload com'),
-                           np.zeros((3, 3)) if inertia is None else _matrix3(inertia))
-        try:
-            check_inertial(payload)
-        except UrdfError as error:
-            raise ModelError(str(error)) from None
+        name = f'payload on {link}'
+        payload = LinkSpec(name, float(mass), finite_vector(com, 3, 'payload com'),
+                           np.zeros((3, 3)) if inertia is None else inertia_3x3(
+                               inertia, name, DimensionError))
+        check_inertial(payload, ModelError)
         inertias = np.array(self.inertias)
         _add_link_inertia(inertias, (body, R, p), payload)
         return replace(self, inertias=_frozen(inertias))
 
-    def with_gravity(self, gravity):
+    def with_gravity(self, gravity: ArrayLike) -> 'RobotModel':
         """New model with gravity `gravity` (3,) in the base frame [m/s²]."""
-        return replace(self, gravity=_frozen(_vector(gravity, 3, 'gravity')))
+        return replace(self, gravity=_frozen(finite_vector(gravity, 3, 'gravity')))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f'RobotModel({self.name!r}, {self.n} joints: {", ".join(self.joint_names)}; '
                 f'parents {self.parents.tolist()})')
 
 
-def joint_motion(kind, axis, q):
+def joint_motion(kind: str, axis: ArrayLike, q: float) -> tuple[np.ndarray, np.ndarray]:
     """(R, p) of a joint's child frame in its joint frame at position q [rad or m]."""
     if kind == 'prismatic':
         return np.eye(3), np.asarray(axis) * q
@@ -224,7 +248,8 @@ def _add_link_inertia(inertias, frame, link):
         inertias[body] += spatial.transform_inertia(I_link, R, p)
 
 
-def _locked_values(locked_joints, ordered):
+def _locked_values(locked_joints, ordered, error):
+    """{name: value [rad or m]} of the joints to lock; raise `error` for unknown or non-finite."""
     if locked_joints is None:
         return {}
     if not isinstance(locked_joints, dict):
@@ -232,25 +257,7 @@ def _locked_values(locked_joints, ordered):
     known = {j.name for j in ordered}
     for name, value in locked_joints.items():
         if name not in known:
-            raise UrdfError(f"locked joint '{name}' is not a joint of the robot")
+            raise error(f"locked joint '{name}' is not a joint of the robot")
         if not np.isfinite(value):
-            raise UrdfError(f"locked joint '{name}': value {value} is not finite")
+            raise error(f"locked joint '{name}': value {value} is not finite")
     return {name: float(value) for name, value in locked_joints.items()}
-
-
-def _vector(values, size, what):
-    array = np.asarray(values, dtype=float)
-    if array.shape != (size,) or not np.all(np.isfinite(array)):
-        raise DimensionError(f'{what} must be {size} finite numbers, got {values!r}')
-    return array
-
-
-def _matrix3(values):
-    array = np.asarray(values, dtype=float)
-    if array.shape == (6,):
-        ixx, ixy, ixz, iyy, iyz, izz = array
-        array = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    if array.shape != (3, 3) or not np.allclose(array, array.T):
-        raise DimensionError('inertia must be a symmetric 3×3 matrix or '
-                             f'[ixx, ixy, ixz, iyy, iyz, izz], got {values!r}')
-    return array

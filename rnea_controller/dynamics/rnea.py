@@ -17,15 +17,19 @@ tests hold both to Pinocchio. Spatial vectors are [linear; angular] (see `spatia
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rnea_controller.dynamics import rnea_kernel
-from rnea_controller.dynamics.model import joint_motion
+from rnea_controller.dynamics.checks import finite_vector, require_finite
+from rnea_controller.dynamics.model import joint_motion, RobotModel
 from rnea_controller.dynamics.spatial import crf, crm, plucker
 from rnea_controller.errors import DimensionError
 
 
-def rnea(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity=None,
-         base_acceleration=None):
+def rnea(model: RobotModel, q: ArrayLike, qd: ArrayLike, qdd: ArrayLike, *,
+         gravity: ArrayLike | None = None, f_ext: dict | None = None,
+         base_velocity: ArrayLike | None = None,
+         base_acceleration: ArrayLike | None = None) -> np.ndarray:
     """Joint torques [N·m] / forces [N] that produce `qdd` at (q, qd).
 
     Args:
@@ -54,8 +58,10 @@ def rnea(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity=None,
     return tau if batched else tau[0]
 
 
-def rnea_reference(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity=None,
-                   base_acceleration=None):
+def rnea_reference(model: RobotModel, q: ArrayLike, qd: ArrayLike, qdd: ArrayLike, *,
+                   gravity: ArrayLike | None = None, f_ext: dict | None = None,
+                   base_velocity: ArrayLike | None = None,
+                   base_acceleration: ArrayLike | None = None) -> np.ndarray:
     """Same as `rnea`, one state at a time, written as the seeds' pseudocode (slow, readable)."""
     q, qd, qdd, batched = _states(model, q, qd, qdd)
     v0, a0 = _base_motion(model, gravity, base_velocity, base_acceleration)
@@ -65,6 +71,7 @@ def rnea_reference(model, q, qd, qdd, *, gravity=None, f_ext=None, base_velocity
 
 
 def _rnea_one(model, q, qd, qdd, f_ext, v0, a0):
+    """One state through the seeds' pseudocode, 6×6 matrices as written."""
     n, S, I = model.n, model.S, model.inertias
     X, v, a, f = np.zeros((n, 6, 6)), np.zeros((n, 6)), np.zeros((n, 6)), np.zeros((n, 6))
     tau = np.zeros(n)
@@ -83,7 +90,7 @@ def _rnea_one(model, q, qd, qdd, f_ext, v0, a0):
     return tau
 
 
-def joint_transform(model, i, q_i):
+def joint_transform(model: RobotModel, i: int, q_i: float) -> np.ndarray:
     """ⁱX_λ(i)(q_i): motion transform from body λ(i) to body i."""
     R_j, p_j = joint_motion(model.joint_types[i], model.axes[i], q_i)
     R = model.R_tree[i] @ R_j
@@ -91,19 +98,19 @@ def joint_transform(model, i, q_i):
     return plucker(R, p)
 
 
-def gravity_torques(model, q):
+def gravity_torques(model: RobotModel, q: ArrayLike) -> np.ndarray:
     """g(q) = RNEA(q, 0, 0): torques [N·m] that hold the arm still against gravity."""
     q = np.asarray(q, dtype=float)
     return rnea(model, q, np.zeros_like(q), np.zeros_like(q))
 
 
-def bias_torques(model, q, qd):
+def bias_torques(model: RobotModel, q: ArrayLike, qd: ArrayLike) -> np.ndarray:
     """h(q, qd) = C(q, qd) qd + g(q) = RNEA(q, qd, 0): Coriolis, centrifugal and gravity."""
     q = np.asarray(q, dtype=float)
     return rnea(model, q, qd, np.zeros_like(q))
 
 
-def mass_matrix(model, q):
+def mass_matrix(model: RobotModel, q: ArrayLike) -> np.ndarray:
     """Joint-space inertia matrix M(q) (n, n) by the composite-rigid-body algorithm.
 
     Featherstone (2008), Table 6.2:  I^c_i = I_i + Σ_children X_jᵀ I^c_j X_j,
@@ -140,10 +147,8 @@ def _states(model, q, qd, qdd, check_finite=True):
         if array.ndim not in (1, 2) or array.shape[-1] != model.n:
             raise DimensionError(f'{name} has shape {array.shape}, but the model has '
                                  f'{model.n} joints: expected ({model.n},) or (N, {model.n})')
-        if check_finite and not np.all(np.isfinite(array)):
-            bad = tuple(int(b) for b in np.argwhere(~np.isfinite(array))[0])
-            raise DimensionError(f'{name} has a non-finite value {array[bad]} at index '
-                                 f'{bad[0] if len(bad) == 1 else bad}')
+        if check_finite:
+            require_finite(array, name)
         arrays.append(array)
     if not arrays[0].shape == arrays[1].shape == arrays[2].shape:
         raise DimensionError('q, qd, qdd must have the same shape, got '
@@ -156,34 +161,29 @@ def _base_motion(model, gravity, base_velocity, base_acceleration):
     """v_0 and a_0 = a_base - [g; 0]: gravity as a fictitious upward acceleration of the base."""
     if gravity is None and base_velocity is None and base_acceleration is None:
         return rnea_kernel.model_base_motion(model)
-    g = model.gravity if gravity is None else _finite(gravity, (3,), 'gravity')
-    v0 = np.zeros(6) if base_velocity is None else _finite(base_velocity, (6,), 'base_velocity')
-    a0 = np.zeros(6) if base_acceleration is None else _finite(
-        base_acceleration, (6,), 'base_acceleration')
+    g = model.gravity if gravity is None else finite_vector(gravity, 3, 'gravity')
+    v0 = np.zeros(6) if base_velocity is None else finite_vector(base_velocity, 6,
+                                                                 'base_velocity')
+    a0 = np.zeros(6) if base_acceleration is None else finite_vector(
+        base_acceleration, 6, 'base_acceleration')
     a0 = a0.copy()
     a0[:3] -= g
     return v0, a0
 
 
-def body_forces(model, f_ext, N):
+def body_forces(model: RobotModel, f_ext: dict | None, N: int) -> np.ndarray:
     """External wrenches per body in body coordinates, shape (N, n, 6) (or (1, n, 6) zeros)."""
     if not f_ext:
         return rnea_kernel.model_zero_forces(model)
     f_body = np.zeros((N, model.n, 6))
     for link, wrench in (f_ext or {}).items():
         body, R, p = model.link_frame(link)
-        w = np.asarray(wrench, dtype=float)
-        if w.shape not in ((6,), (N, 6)) or not np.all(np.isfinite(w)):
+        w = require_finite(wrench, f"f_ext['{link}']")
+        if w.shape not in ((6,), (N, 6)):
             raise DimensionError(f"f_ext['{link}'] has shape {w.shape}; expected (6,) or "
-                                 f'({N}, 6) finite values [fx, fy, fz, mx, my, mz]')
+                                 f'({N}, 6) values [fx, fy, fz, mx, my, mz]')
         if body >= 0:
             X_T = plucker(R, p)  # body -> link coordinates; forces go back by X_Tᵀ
             f_body[:, body] += np.atleast_2d(w) @ X_T
     return f_body
 
-
-def _finite(value, shape, name):
-    array = np.asarray(value, dtype=float)
-    if array.shape != shape or not np.all(np.isfinite(array)):
-        raise DimensionError(f'{name} must be {shape[0]} finite numbers, got {value!r}')
-    return array

@@ -16,7 +16,7 @@ from rnea_controller.dynamics.description import (
     LinkSpec,
     unit_axis,
 )
-from rnea_controller.dynamics.spatial import rpy_matrix
+from rnea_controller.dynamics.spatial import inertia_matrix, rpy_matrix
 from rnea_controller.errors import UrdfError
 
 
@@ -33,7 +33,7 @@ class _Element:
         return [c for c in self.children if c.tag == tag]
 
 
-def parse_xml(text):
+def parse_xml(text: str) -> _Element:
     """Parse XML into `_Element`s keeping line numbers; malformed XML raises UrdfError."""
     parser = xml.parsers.expat.ParserCreate()
     stack, roots = [], []
@@ -53,7 +53,7 @@ def parse_xml(text):
     return roots[0]
 
 
-def parse_urdf(text):
+def parse_urdf(text: str) -> Description:
     """URDF text to a `Description`; raises UrdfError naming the element and line."""
     if not isinstance(text, str) or not text.strip():
         raise UrdfError('URDF is empty')
@@ -112,9 +112,7 @@ def _link(element):
     tensor = inertial.find('inertia')
     values = [_numbers(tensor, key, 1, (0.0,), what)[0]
               for key in ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz')]
-    ixx, ixy, ixz, iyy, iyz, izz = values
-    inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    return LinkSpec(name, mass, com, R @ inertia @ R.T, where)
+    return LinkSpec(name, mass, com, R @ inertia_matrix(*values) @ R.T, where)
 
 
 def _name(element, kind):

@@ -19,7 +19,6 @@ import argparse
 import datetime
 import os
 from pathlib import Path
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,8 @@ import time
 
 from rnea_controller.dynamics.model import default_urdf_path, RobotModel
 from rnea_controller.errors import RneaControllerError
-from rnea_controller.tools.record import BagRecorder, DEFAULT_TOPICS, record_command
+from rnea_controller.tools.programs import find_program
+from rnea_controller.tools.record import BagRecorder, DEFAULT_TOPICS, fresh_path, record_command
 
 SETTLE_BEFORE = 0.5  # [s] recorded hold before the motion starts
 SETTLE_AFTER = 1.0  # [s] recorded hold after the motion ends
@@ -57,15 +57,6 @@ def parse_args(argv):
     if not 0.0 <= args.payload <= 20.0:
         parser.error(f'--payload must be in [0, 20] kg, got {args.payload}')
     return args
-
-
-def executable(name):
-    """A console script of this package: next to the running Python, else on PATH."""
-    path = Path(sys.executable).parent / name
-    found = str(path) if path.exists() else shutil.which(name)
-    if found is None:
-        raise DemoError(f'cannot find the {name!r} command (pip install -e . in the venv)')
-    return found
 
 
 class Processes:
@@ -207,7 +198,7 @@ def run_with_progress(seconds, monitor, processes, label):
             processes.check_alive()
             counts = monitor.counts()
             info = ' · '.join(f'{topic.rsplit("/", 1)[-1]} {counts[topic]}' for topic in (
-                '/joint_states', '/effort_controller/commands', '/rnea_controller/reference')
+                'joint_states', 'effort_controller/commands', 'rnea_controller/reference')
                 if topic in counts)
             progress.update(task, completed=elapsed, info=info)
             time.sleep(0.1)
@@ -215,9 +206,9 @@ def run_with_progress(seconds, monitor, processes, label):
 
 
 def start_processes(processes, args):
-    processes.start('sim', [executable('rnea-sim'), '--ros-args', '-p',
+    processes.start('sim', [find_program('rnea-sim'), '--ros-args', '-p',
                             f'payload.mass:={float(args.payload)!r}'])
-    processes.start('controller', [executable('rnea-controller'), '--ros-args', '-p',
+    processes.start('controller', [find_program('rnea-controller'), '--ros-args', '-p',
                                    f'control_law:={args.law}'])
 
 
@@ -226,9 +217,7 @@ def run(args):
     output = args.output or Path('demo_output') / datetime.datetime.now().strftime(
         '%Y%m%d-%H%M%S')
     output.mkdir(parents=True, exist_ok=True)
-    bag_path = output / 'bag'
-    if bag_path.exists():
-        raise DemoError(f'{bag_path} exists already: choose another --output')
+    bag_path = fresh_path(output / 'bag')  # bag, else bag-1, bag-2, ...: never overwritten
     print(f'rnea-demo: law {args.law}, payload {args.payload:g} kg (unknown to the controller),'
           f' {args.duration:g} s; output in {output}')
     model = RobotModel.from_urdf_file(default_urdf_path())

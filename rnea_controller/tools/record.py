@@ -1,15 +1,20 @@
 """Record ROS 2 topics into a rosbag2 bag (MCAP storage), with or without a ROS 2 installation.
 
-Where the `ros2` command exists, `ros2 bag record -s mcap` does it (`record_command`). Otherwise
-`BagRecorder` subscribes with rclpy *raw* subscriptions, which hand over the serialized CDR bytes
-untouched, and writes them with the `rosbags` library's rosbag2 Writer (MCAP plugin, bag format
-version 9), declaring each topic's type with the message definition from rosbags' newest ROS 2
-type store. Timestamps are receive times [ns], as rosbag2 records them.
+Where `ros2 bag` exists (rosbag2's ros2bag package), `ros2 bag record -s mcap` does it
+(`record_command`). Otherwise `BagRecorder` subscribes with rclpy *raw* subscriptions
+(`raw=True`: the callback gets the serialized CDR bytes untouched, and the MessageInfo with the
+DDS receive time) and writes them with the `rosbags` library's rosbag2 Writer (MCAP plugin, bag
+format version 9), declaring each topic's type with the message definition from rosbags' newest
+ROS 2 type store. Timestamps are receive times [ns], as rosbag2 records them.
 
-    python -m rnea_controller.tools.record -o my_bag /joint_states /effort_controller/commands
+Topic names are relative (but /diagnostics): `--ros-args -r __ns:=/arm1` records one arm's.
+An existing output folder is never overwritten: `fresh_path` picks `<name>-1`, `<name>-2`, ...
+
+    python -m rnea_controller.tools.record -o my_bag joint_states effort_controller/commands
 """
 import argparse
 import importlib
+import importlib.util
 from pathlib import Path
 import shutil
 import signal
@@ -21,16 +26,24 @@ from rnea_controller.errors import BagError
 
 # The topics a run needs for validation, and their types.
 DEFAULT_TOPICS = {
-    '/joint_states': 'sensor_msgs/msg/JointState',
-    '/effort_controller/commands': 'std_msgs/msg/Float64MultiArray',
-    '/rnea_controller/reference': 'sensor_msgs/msg/JointState',
-    '/rnea_controller/joint_trajectory': 'trajectory_msgs/msg/JointTrajectory',
+    'joint_states': 'sensor_msgs/msg/JointState',
+    'effort_controller/commands': 'std_msgs/msg/Float64MultiArray',
+    'rnea_controller/reference': 'sensor_msgs/msg/JointState',
+    'rnea_controller/joint_trajectory': 'trajectory_msgs/msg/JointTrajectory',
     '/diagnostics': 'diagnostic_msgs/msg/DiagnosticArray',
-    '/robot_description': 'std_msgs/msg/String',
+    'robot_description': 'std_msgs/msg/String',
 }
-LATCHED = ('/robot_description',)  # transient-local publishers: subscribe alike
+LATCHED = ('robot_description', '/robot_description')  # transient-local publishers
 DEPTH = 1000  # reliable, deep queue: a recorder must not lose 1 kHz messages on a hiccup
-POLL = 0.005  # [s] between two takes from the queues
+
+
+def fresh_path(path):
+    """`path` if it does not exist, else the first free `<path>-1`, `<path>-2`, ..."""
+    path = Path(path)
+    k = 0
+    while (candidate := path if k == 0 else path.with_name(f'{path.name}-{k}')).exists():
+        k += 1
+    return candidate
 
 
 def newest_typestore():
@@ -49,9 +62,9 @@ def message_class(msgtype):
 
 
 def record_command(path, topics):
-    """The `ros2 bag record` command line for MCAP, or None when `ros2` is not installed."""
+    """The `ros2 bag record` command line for MCAP, or None without rosbag2's `ros2 bag`."""
     ros2 = shutil.which('ros2')
-    if ros2 is None:
+    if ros2 is None or importlib.util.find_spec('ros2bag') is None:
         return None
     return [ros2, 'bag', 'record', '-s', 'mcap', '-o', str(path), *topics]
 
@@ -59,111 +72,115 @@ def record_command(path, topics):
 class BagRecorder:
     """Writes messages of `topics` {name: 'pkg/msg/Type'} to a new MCAP bag at `path`.
 
-    It owns a node (`rnea_record`) that no executor spins: a thread takes the raw messages every
-    `POLL` seconds straight from the subscriptions' queues (deep, reliable) and writes them with
-    their DDS receive times. That costs a fraction of an executor's per-message wake-ups at 3 kHz.
-    With `start=False` it writes nothing until `start()`, except that it keeps the newest message
-    of each latched topic and writes it first when started. `close()` finishes the bag (it is
-    unreadable before). Counts per topic in `counts`.
+    It owns a node (`rnea_record`, in the namespace of the context's --ros-args) spun by an
+    executor in a thread; each raw message is written with its DDS receive time. With
+    `start=False` it writes nothing until `start()`, except that it keeps the newest message of
+    each latched topic and writes it first when started. `close()` finishes the bag (it is
+    unreadable before). Counts per topic (keys as given) in `counts`.
     """
 
     def __init__(self, path, topics=None, start=True, context=None):
         import rclpy
+        from rclpy.executors import SingleThreadedExecutor
         from rosbags.rosbag2 import StoragePlugin, Writer
         self.path = Path(path)
         if self.path.exists():
             raise BagError(f'{self.path} exists already: rosbag2 writes a new directory')
         self.topics = dict(topics or DEFAULT_TOPICS)
-        typestore = newest_typestore()
         self.writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
         self.writer.open()
         self.node = rclpy.create_node('rnea_record', context=context)
         self.counts = dict.fromkeys(self.topics, 0)
         self.latched = {}
-        self.subscriptions = [(topic, self.writer.add_connection(topic, msgtype,
-                                                                 typestore=typestore),
-                               self._subscribe(topic, msgtype))
-                              for topic, msgtype in self.topics.items()]
         self.recording = start
         self.lock = threading.Lock()
-        self.running = True
-        self.thread = threading.Thread(target=self._poll, name='recorder', daemon=True)
+        self.connections = {topic: self._subscribe(topic, msgtype, newest_typestore())
+                            for topic, msgtype in self.topics.items()}
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, name='recorder', daemon=True)
         self.thread.start()
 
-    def _subscribe(self, topic, msgtype):
+    def _subscribe(self, topic, msgtype, typestore):
+        """A raw subscription to `topic` and the bag connection of its resolved name."""
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         latched = topic in LATCHED
         qos = QoSProfile(depth=1 if latched else DEPTH, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched
                          else DurabilityPolicy.VOLATILE)
-        return self.node.create_subscription(message_class(msgtype), topic, lambda _: None, qos,
-                                             raw=True)
+        subscription = self.node.create_subscription(
+            message_class(msgtype), topic, lambda data, info: self._on_message(topic, data, info),
+            qos, raw=True)
+        return self.writer.add_connection(subscription.topic_name, msgtype, typestore=typestore)
 
-    def _poll(self):
-        while self.running:
-            with self.lock:
-                self._drain()
-            time.sleep(POLL)
+    def _spin(self):
+        try:
+            self.executor.spin()
+        except Exception:  # the context shut down while spinning
+            pass
+
+    def _on_message(self, topic, data, info):
+        """Write one serialized message (or keep it, latched, before start)."""
+        stamp = info.get('received_timestamp') or time.time_ns()
         with self.lock:
-            self._drain()
-
-    def _drain(self):
-        """Take and write (or keep, before start) every message waiting in the queues."""
-        for topic, connection, subscription in self.subscriptions:
-            while (taken := subscription.handle.take_message(subscription.msg_type, True)):
-                data, info = taken
-                stamp = info.get('received_timestamp') or time.time_ns()
-                if self.recording:
-                    self.writer.write(connection, stamp, data)
-                    self.counts[topic] += 1
-                elif topic in LATCHED:
-                    self.latched[topic] = data
+            if self.recording:
+                self.writer.write(self.connections[topic], stamp, data)
+                self.counts[topic] += 1
+            elif topic in LATCHED:
+                self.latched[topic] = data
 
     def start(self):
         """Start writing (after `start=False`), first the latched messages kept so far."""
-        connections = {topic: connection for topic, connection, _ in self.subscriptions}
         with self.lock:
-            self._drain()  # what arrived before now is not recorded (the latched are kept)
             for topic, data in self.latched.items():
-                self.writer.write(connections[topic], time.time_ns(), data)
+                self.writer.write(self.connections[topic], time.time_ns(), data)
                 self.counts[topic] += 1
             self.recording = True
 
     def close(self):
-        """Write what is still queued and finish the bag (MCAP summary and metadata.yaml)."""
-        if self.running:
-            self.running = False
-            self.thread.join()
-            self.writer.close()
+        """Stop taking messages and finish the bag (MCAP summary and metadata.yaml)."""
+        if self.thread is not None:
+            self.executor.shutdown(timeout_sec=2.0)
+            self.thread.join(timeout=2.0)
+            self.thread = None
+            with self.lock:
+                self.recording = False
+                self.writer.close()
             self.node.destroy_node()
 
 
 def main(argv=None):
     """Record until Ctrl-C: `python -m rnea_controller.tools.record -o DIR [topics...]`."""
-    parser = argparse.ArgumentParser(description='record topics to an MCAP rosbag2 bag')
-    parser.add_argument('-o', '--output', required=True, help='bag directory to create')
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+    from rclpy.utilities import remove_ros_args
+    argv = sys.argv if argv is None else ['record', *argv]
+    parser = argparse.ArgumentParser(prog='python -m rnea_controller.tools.record',
+                                     description='record topics to an MCAP rosbag2 bag')
+    parser.add_argument('-o', '--output', required=True,
+                        help='bag directory to create (if it exists: <output>-1, -2, ...)')
     parser.add_argument('topics', nargs='*', help=f'default: {" ".join(DEFAULT_TOPICS)}')
-    args = parser.parse_args(argv)
+    args = parser.parse_args(remove_ros_args(argv)[1:])
     topics = {topic: DEFAULT_TOPICS.get(topic) for topic in args.topics} or DEFAULT_TOPICS
     unknown = [topic for topic, msgtype in topics.items() if msgtype is None]
     if unknown:
         print(f'record: unknown types for {unknown}; known: {list(DEFAULT_TOPICS)}',
               file=sys.stderr)
         return 2
-    import rclpy
-    from rclpy.signals import SignalHandlerOptions
-    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    recorder = BagRecorder(args.output, topics)
+    output = fresh_path(args.output)
+    recorder = BagRecorder(output, topics)
+    print(f'record: recording into {output}', flush=True)
     try:
         while not stop.wait(0.2):  # wake up now and then: signals reach the main thread
             pass
     finally:
         recorder.close()
         rclpy.try_shutdown()
-    print(f'record: {sum(recorder.counts.values())} messages in {args.output}')
+    print(f'record: {sum(recorder.counts.values())} messages in {output}', flush=True)
     return 0
 
 

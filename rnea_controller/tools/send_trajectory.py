@@ -24,7 +24,10 @@ positions, velocities and accelerations (the controller interpolates quintics be
 Amplitudes are scaled so |qd| stays under 40 % of each joint's velocity limit, |qdd| under
 `DEMO_MAX_ACCELERATION`, and positions 0.1 rad inside the position limits.
 
-The trajectory is published once, with header.stamp zero (start now), after a subscriber appeared.
+The trajectory is published once, with header.stamp zero (start now), after a subscriber appeared;
+with --wait-active, only once the controller's lifecycle state is `active` (lifecycle_msgs
+GetState on `<controller>/get_state`), as a launch file needs. Topic and service names are
+relative: `--ros-args -r __ns:=/arm1` (what launch's `namespace` passes) moves them all.
 """
 import argparse
 import csv
@@ -254,13 +257,18 @@ def parse_args(argv):
     parser.add_argument('--duration', type=float, default=8.0, help='demo length [s]')
     parser.add_argument('--urdf', help='model for the demo joints and limits (default: the '
                         'bundled arm)')
-    parser.add_argument('--topic', default='/rnea_controller/joint_trajectory')
-    parser.add_argument('--joint-states', default='/joint_states',
+    parser.add_argument('--topic', default='rnea_controller/joint_trajectory')
+    parser.add_argument('--joint-states', default='joint_states',
                         help='where the demo reads the measured position')
-    parser.add_argument('--reference', default='/rnea_controller/reference',
+    parser.add_argument('--reference', default='rnea_controller/reference',
                         help="where the demo reads the controller's desired position (first)")
+    parser.add_argument('--controller', default='rnea_controller',
+                        help='node name of the controller (its lifecycle services)')
+    parser.add_argument('--wait-active', action='store_true',
+                        help="send only once the controller's lifecycle state is active")
     parser.add_argument('--wait', type=float, default=10.0,
-                        help='seconds to wait for a subscriber (and a joint state) [s]')
+                        help='seconds to wait for the controller, a subscriber and a joint '
+                             'state [s]')
     return parser.parse_args(argv)
 
 
@@ -325,24 +333,59 @@ def publish(node, topic, msg, wait):
     return True
 
 
-def main(argv=None):
-    """Console script `rnea-send-trajectory`; exit 0 when sent, 1 on a bad file or no listener."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def wait_until_active(node, controller, timeout):
+    """Return once `<controller>/get_state` says active; TrajectoryError after `timeout` [s]."""
+    from lifecycle_msgs.msg import State
+    from lifecycle_msgs.srv import GetState
     import rclpy
+    client = node.create_client(GetState, f'{controller}/get_state')
+    name = client.srv_name.rsplit('/', 1)[0]
+    deadline = time.monotonic() + timeout
+    label = 'no get_state service'
+    try:
+        while time.monotonic() < deadline:
+            if client.wait_for_service(timeout_sec=0.2):
+                future = client.call_async(GetState.Request())
+                rclpy.spin_until_future_complete(node, future, timeout_sec=1.0)
+                if future.done() and future.result() is not None:
+                    state = future.result().current_state
+                    if state.id == State.PRIMARY_STATE_ACTIVE:
+                        return
+                    label = state.label
+                time.sleep(0.1)
+    finally:
+        node.destroy_client(client)
+    raise TrajectoryError(f'the controller {name} is not active '
+                          f'within {timeout:g} s (its state: {label}); is it running?')
+
+
+def main(argv=None):
+    """Console script `rnea-send-trajectory`; exit 0 when sent, 1 on a bad file or no listener.
+
+    ROS arguments (`--ros-args ...`, which launch always appends) go to rclpy, the rest to
+    argparse.
+    """
+    import rclpy
+    from rclpy.utilities import remove_ros_args
+    argv = sys.argv if argv is None else ['rnea-send-trajectory', *argv]
+    args = parse_args(remove_ros_args(argv)[1:])
     try:
         waypoints = None if args.demo else load_waypoints(args.file)
     except TrajectoryError as error:
         print(f'rnea-send-trajectory: {error}', file=sys.stderr)
         return 1
-    rclpy.init()
+    rclpy.init(args=argv)
     node = rclpy.create_node('rnea_send_trajectory')
     try:
+        if args.wait_active:
+            wait_until_active(node, args.controller, args.wait)
         waypoints = waypoints or demo_waypoints(node, args)
         if not publish(node, args.topic, to_message(waypoints), args.wait):
-            raise TrajectoryError(f'no subscriber on {args.topic} within {args.wait} s '
+            topic = node.resolve_topic_name(args.topic)
+            raise TrajectoryError(f'no subscriber on {topic} within {args.wait} s '
                                   '(is the controller running?)')
         print(f'sent {len(waypoints.times)} points for {len(waypoints.joint_names)} joints, '
-              f'{waypoints.times[-1]:.2f} s, on {args.topic}')
+              f'{waypoints.times[-1]:.2f} s, on {node.resolve_topic_name(args.topic)}')
         return 0
     except TrajectoryError as error:
         print(f'rnea-send-trajectory: {error}', file=sys.stderr)

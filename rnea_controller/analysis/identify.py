@@ -1,0 +1,257 @@
+"""Identification of a payload and joint friction from a run (issue 13): linear least squares.
+
+The residual of the model, r = tau_meas - RNEA(q, qd, qdd), is explained by
+
+    r = Y_m m + Y_h h + Y_I I_O(m, h) + Σ_j (b_j qd_j + fc_j tanh(qd_j / w)) e_j
+
+- m [kg], h = m c [kg·m]: the payload's mass and first moment on link `link`, c its centre of
+  mass in the link frame [m]. RNEA is linear in the inertial parameters, so the regressor
+  column of a parameter is exact: RNEA on the model with a unit of that parameter added to the
+  link (gravity on) minus RNEA on the model (Atkeson, An & Hollerbach 1986).
+- The payload is a point mass: its inertia about its centre of mass is neglected, so its
+  inertia about the link origin is I_O = m [c×][c×]ᵀ = [h×][h×]ᵀ / m. That term is carried
+  from the previous estimate (a fixed point: a few solves of the same normal equations).
+- b_j [N·m·s/rad] viscous and fc_j [N·m] Coulomb friction of joint j, with the smoothing of the
+  node's friction feedforward: tanh(qd / w), w = `friction_velocity_width` [rad/s].
+
+qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase Savitzky-Golay, decimated).
+Memory is bounded: only AᵀA, Aᵀb, bᵀb and the row count are accumulated.
+
+A parameter is "not identifiable from this motion" when its column is not excited (zero norm),
+when it lies in a direction the motion does not excite (singular value of the column-scaled
+regressor below `MIN_SINGULAR` of the largest), or, for the mass and the friction
+coefficients, when its standard error exceeds its estimate (the node's default, 0, is then as
+good). A centre-of-mass component is judged by excitation only: 0 ± its error is a finding.
+Standard errors: σ² diag((AᵀA)⁻¹), σ² = SSE / (rows - parameters); the com's by the delta
+method from those of m and h.
+"""
+from dataclasses import replace
+
+import numpy as np
+import yaml
+
+from rnea_controller.analysis.smoothing import Smoother
+from rnea_controller.dynamics import spatial
+from rnea_controller.dynamics.rnea import rnea
+
+PAYLOAD = ('mass', 'h_x', 'h_y', 'h_z')
+INERTIA = ('I_xx', 'I_xy', 'I_xz', 'I_yy', 'I_yz', 'I_zz')
+MIN_SINGULAR = 1e-4
+DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
+
+
+def unit_inertias():
+    """The 10 spatial inertias (link frame) of a unit of m, h_x..h_z, I_xx..I_zz.
+
+    I = [[m 1, -[h×]], [[h×], I_O]] (as `spatial.spatial_inertia`, with h = m c).
+    """
+    units = []
+    for k in range(10):
+        theta = np.zeros(10)
+        theta[k] = 1.0
+        units.append(_inertia(theta))
+    return units
+
+
+def _inertia(theta):
+    """Spatial inertia of the parameters (m, h, I_xx, I_xy, I_xz, I_yy, I_yz, I_zz)."""
+    m, h, (xx, xy, xz, yy, yz, zz) = theta[0], theta[1:4], theta[4:]
+    I = np.zeros((6, 6))
+    I[:3, :3] = m * np.eye(3)
+    I[:3, 3:] = -spatial.skew(h)
+    I[3:, :3] = spatial.skew(h)
+    I[3:, 3:] = [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]
+    return I
+
+
+def point_mass_inertia(m, h):
+    """(I_xx, I_xy, I_xz, I_yy, I_yz, I_zz) about the link origin of a point mass m at h / m."""
+    if m <= 0:
+        return np.zeros(6)
+    I = spatial.skew(h) @ spatial.skew(h).T / m
+    return I[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
+
+
+class PayloadRegressor:
+    """Y (N, n, 10): dtau/dθ for the 10 inertial parameters θ of a payload on `link`."""
+
+    def __init__(self, model, link):
+        body, R, p = model.link_frame(link)
+        self.model = model
+        self.unit_models = []
+        for unit in unit_inertias():
+            inertias = np.array(model.inertias)
+            inertias[body] += spatial.transform_inertia(unit, R, p)
+            inertias.setflags(write=False)
+            self.unit_models.append(replace(model, inertias=inertias))
+
+    def __call__(self, q, qd, qdd):
+        """(RNEA of the model (N, n), Y (N, n, 10)) at the states (N, n)."""
+        tau = rnea(self.model, q, qd, qdd)
+        Y = np.stack([rnea(m, q, qd, qdd) - tau for m in self.unit_models], axis=-1)
+        return tau, Y
+
+
+class Identification:
+    """Normal equations of the payload and friction fit, accumulated over a run.
+
+    model: RobotModel (joint arrays in model order); link: the payload's link;
+    width: friction_velocity_width [rad/s].
+    """
+
+    def __init__(self, model, link, width=DEFAULT_WIDTH, window_s=0.02):
+        self.model, self.link, self.width = model, link, width
+        self.regressor = PayloadRegressor(model, link)
+        self.smoother = Smoother(window_s)
+        p = 10 + 2 * model.n
+        self.G = np.zeros((p, p))
+        self.g = np.zeros(p)
+        self.bb = 0.0
+        self.samples = 0
+
+    @property
+    def names(self):
+        """Parameter names, in the column order of the normal equations."""
+        friction = [f'{j}.{kind}' for j in self.model.joint_names for kind in ('viscous',
+                                                                               'coulomb')]
+        return list(PAYLOAD + INERTIA) + friction
+
+    def update(self, stamps, q, qd, tau):
+        """Feed joint states (model order): stamps [ns], q [rad], qd [rad/s], tau [N·m]."""
+        out = self.smoother.update(stamps, q, qd, tau)
+        if out is None or not len(out[0]):
+            return
+        _, q, qd, qdd, tau = out
+        tau_model, Y = self.regressor(q, qd, qdd)
+        N, n = q.shape
+        friction = np.zeros((N, n, 2 * n))
+        friction[:, np.arange(n), 2 * np.arange(n)] = qd
+        friction[:, np.arange(n), 2 * np.arange(n) + 1] = np.tanh(qd / self.width)
+        A = np.concatenate([Y, friction], axis=2).reshape(N * n, -1)
+        b = (tau - tau_model).reshape(N * n)
+        self.G += A.T @ A
+        self.g += A.T @ b
+        self.bb += float(b @ b)
+        self.samples += N
+
+    def result(self):
+        """The fit: see `solve`."""
+        return solve(self.G, self.g, self.bb, self.samples, self.model, self.link, self.names,
+                     self.width)
+
+
+def _excited(G, candidates):
+    """Indices of `candidates` the motion excites: nonzero columns, then, while the scaled
+    Gram matrix has a singular value below MIN_SINGULAR × the largest, the parameter with the
+    largest share of that direction is dropped. Returns (kept, condition number)."""
+    kept = [i for i in candidates if G[i, i] > 1e-12 * max(np.trace(G), 1e-300)]
+    while kept:
+        d = np.sqrt(np.diag(G)[kept])
+        C = G[np.ix_(kept, kept)] / np.outer(d, d)
+        values, vectors = np.linalg.eigh(C)
+        singular = np.sqrt(np.maximum(values, 0.0))
+        if singular[0] >= MIN_SINGULAR * singular[-1]:
+            return kept, float(singular[-1] / singular[0])
+        kept.pop(int(np.argmax(np.abs(vectors[:, 0]))))
+    return kept, float('nan')
+
+
+def _fixed_point(G, g, kept, iterations=50):
+    """θ (10 + 2n) with the kept parameters fitted and I_O that of the fitted point mass."""
+    theta = np.zeros(len(g))
+    inertia = slice(4, 10)
+    for _ in range(iterations):
+        rhs = g[kept] - G[np.ix_(kept, range(4, 10))] @ theta[inertia]
+        x = np.linalg.solve(G[np.ix_(kept, kept)], rhs)
+        previous, theta[kept] = theta.copy(), x
+        theta[inertia] = point_mass_inertia(theta[0], theta[1:4]) if 0 in kept else 0.0
+        if np.allclose(theta, previous, rtol=1e-12, atol=1e-15):
+            break
+    return theta
+
+
+def solve(G, g, bb, samples, model, link, names, width):
+    """Least-squares estimates, standard errors and identifiability from normal equations.
+
+    Returns a dict: samples, rows, condition_number, residual_rms_before / _after [N·m],
+    parameters {name: {estimate, std_error, identifiable, reason}}, and the payload
+    {link, mass, com, mass_std, com_std} and friction {joint: {viscous, coulomb}} with None
+    for what is not identifiable.
+    """
+    rows = samples * model.n
+    candidates = [0, 1, 2, 3] + list(range(10, len(g)))
+    kept, cond = _excited(G, candidates) if rows > len(candidates) else ([], float('nan'))
+    theta = _fixed_point(G, g, kept) if kept else np.zeros(len(g))
+    sse = max(bb - 2 * theta @ g + theta @ G @ theta, 0.0)
+    dof = max(rows - len(kept), 1)
+    cov = np.zeros((len(g), len(g)))
+    if kept:
+        cov[np.ix_(kept, kept)] = sse / dof * np.linalg.inv(G[np.ix_(kept, kept)])
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    params = {}
+    for i in candidates:
+        reason = ('not excited by this motion' if i not in kept else
+                  'standard error larger than the estimate'
+                  if std[i] > abs(theta[i]) and i not in (1, 2, 3) else None)
+        params[names[i]] = {'estimate': float(theta[i]) if i in kept else None,
+                            'std_error': float(std[i]) if i in kept else None,
+                            'identifiable': reason is None, 'reason': reason}
+    return {'link': link, 'friction_velocity_width': width, 'samples': samples, 'rows': rows,
+            'condition_number': cond,
+            'residual_rms_before': float(np.sqrt(bb / max(rows, 1))),
+            'residual_rms_after': float(np.sqrt(sse / max(rows, 1))),
+            'parameters': params, 'payload': _payload(theta, cov, params, link),
+            'friction': _friction(params, model)}
+
+
+def _payload(theta, cov, params, link):
+    """Mass [kg] and com c = h / m [m] with standard errors (delta method), or None."""
+    out = {'link': link, 'mass': None, 'mass_std': None, 'com': None, 'com_std': None}
+    if not params['mass']['identifiable'] or theta[0] <= 0:
+        return out
+    m, h = theta[0], theta[1:4]
+    out['mass'], out['mass_std'] = float(m), params['mass']['std_error']
+    J = np.hstack([-h[:, None] / m ** 2, np.eye(3) / m])  # dc / d(m, h)
+    com_std = np.sqrt(np.maximum(np.diag(J @ cov[:4, :4] @ J.T), 0.0))
+    com = h / m
+    ok = [params[f'h_{a}']['identifiable'] for a in 'xyz']
+    out['com'] = [float(c) if k else None for c, k in zip(com, ok)]
+    out['com_std'] = [float(s) if k else None for s, k in zip(com_std, ok)]
+    return out
+
+
+def _friction(params, model):
+    out = {}
+    for joint in model.joint_names:
+        out[joint] = {kind: params[f'{joint}.{kind}']['estimate']
+                      if params[f'{joint}.{kind}']['identifiable'] else None
+                      for kind in ('viscous', 'coulomb')}
+    return out
+
+
+def parameters_yaml(result):
+    """The identified parameters as a ROS 2 parameters file for the node (`--params-file`).
+
+    Only identifiable values are written; a com component that is not is written as 0 (the
+    node's default) and said so in a comment.
+    """
+    params = {}
+    payload = result['payload']
+    lines = ['# Identified by rnea-validate --identify (linear least squares on the RNEA',
+             f"# residual, {result['samples']} samples, condition number "
+             f"{result['condition_number']:.3g}). Not identifiable from this motion:"]
+    missing = [name for name, p in result['parameters'].items() if not p['identifiable']]
+    lines += [f'#   {name}' for name in missing] or ['#   (none)']
+    if payload['mass'] is not None:
+        params['payload'] = {'link': payload['link'], 'mass': round(payload['mass'], 6),
+                             'com': [round(c, 6) if c is not None else 0.0
+                                     for c in payload['com']]}
+    friction = {joint: {k: round(v, 6) for k, v in f.items() if v is not None}
+                for joint, f in result['friction'].items()}
+    friction = {joint: f for joint, f in friction.items() if f}
+    if friction:
+        params['friction'] = friction
+        params['friction_velocity_width'] = result['friction_velocity_width']
+    body = yaml.safe_dump({'/**': {'ros__parameters': params}}, sort_keys=False,
+                          default_flow_style=None)
+    return '\n'.join(lines) + '\n' + body

@@ -1,0 +1,299 @@
+"""`<node>/follow_joint_trajectory` and `<node>/controller_state`, as joint_trajectory_controller.
+
+The FollowJointTrajectory action server and the JointTrajectoryControllerState publisher of a
+ControllerNode run on their own rclpy node (`<node>_action`, no global ROS arguments, entity
+names spelled out under the controller's name) spun by their own executor in their own thread,
+so that no control tick waits on a goal's validation, feedback or result. The tick touches this
+module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the node's
+own `plan`, from the reference the node had at that instant, exactly as the topic path does),
+and `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
+(a seqlock: the reader retries a torn copy) from which feedback and controller_state are built.
+
+Semantics (ros2_controllers kilted, joint_trajectory_controller.cpp; rules in control/goal.py):
+an invalid goal is rejected when received, its reason logged; an accepted goal preempts the
+running one (ABORTED, INVALID_GOAL, "Current goal preempted by new incoming action."); feedback
+and the outcome are evaluated at `action_monitor_rate` [Hz] on the newest snapshot;
+PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED and cancel (CANCELED) hold the measured
+position; success holds the last point. Beyond JTC: a trajectory on ~/joint_trajectory, or the
+node dropping the trajectory (stale joint states), ends the goal ABORTED with INVALID_GOAL and
+the reason; deactivation ends it as JTC ("Current goal cancelled during deactivate
+transition."). controller_state is published at `state_publish_rate` [Hz].
+"""
+import threading
+import time
+
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTrajectoryControllerState
+import numpy as np
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.task import Future
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from rnea_controller.control import goal as rules
+from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
+from rnea_controller.errors import TrajectoryError
+
+Result = FollowJointTrajectory.Result
+
+
+def points_of(msg):
+    """trajectory_msgs/JointTrajectory points as TrajectoryPoint (time_from_start in [s])."""
+    return [TrajectoryPoint(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
+                            tuple(p.positions), tuple(p.velocities), tuple(p.accelerations))
+            for p in msg.points]
+
+
+class Goal:
+    """One accepted goal: its handle, trajectory, monitor and the future its execution awaits."""
+
+    def __init__(self, handle, trajectory, monitor):
+        self.handle = handle
+        self.trajectory = trajectory
+        self.monitor = monitor
+        self.done = Future()
+
+    def end(self, how, code, text):
+        """Resolve the goal: how is 'succeed', 'abort' or 'canceled'."""
+        if not self.done.done():
+            self.done.set_result((how, Result(error_code=code, error_string=text)))
+
+
+class TrajectoryActionServer:
+    """The action server and state publisher of `controller` (a configured ControllerNode)."""
+
+    def __init__(self, controller, values):
+        self.controller = controller
+        cfg = controller.config
+        self.joints = list(cfg.joints)
+        self.defaults = rules.default_tolerances(values, self.joints)
+        base = controller.get_fully_qualified_name().rstrip('/')
+        self.node = rclpy.create_node(controller.get_name() + '_action',
+                                      namespace=controller.get_namespace(),
+                                      context=controller.context, use_global_arguments=False)
+        self.log = controller.get_logger()
+        self._snap = np.zeros((6, len(self.joints)))  # ref (3 rows), q, qd, tau
+        self._snap_ns, self._seq = 0, 0
+        self._pending, self._active, self._planned = None, None, None
+        self.state_pub = self.node.create_publisher(JointTrajectoryControllerState,
+                                                    base + '/controller_state', 10)
+        self.server = ActionServer(
+            self.node, FollowJointTrajectory, base + '/follow_joint_trajectory',
+            execute_callback=self._execute, goal_callback=self._on_goal,
+            handle_accepted_callback=self._on_accepted, cancel_callback=self._on_cancel)
+        self.node.create_timer(1.0 / _rate(values, 'action_monitor_rate', 20.0), self._monitor)
+        self.node.create_timer(1.0 / _rate(values, 'state_publish_rate', 50.0),
+                               self._publish_state)
+        self.executor = SingleThreadedExecutor(context=controller.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, name='action', daemon=True)
+        self.thread.start()
+
+    # --- called by the tick (O(1), never blocks) ------------------------------------------
+
+    def swap_in(self):
+        """Put a trajectory prepared here in place, if the node's is still the one it was
+        planned from (else the node replaced it meanwhile; the monitor ends the goal)."""
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            if self.controller.trajectory is pending[1]:
+                self.controller.trajectory = pending[0]
+
+    def leave_snapshot(self, ref_ns, ref, q, qd, tau):
+        """Copy this tick's reference (3, m) for instant ref_ns [ns], the measured q, qd of the
+        controlled joints (m,) and the command tau [N·m] for the action's thread."""
+        self._seq += 1
+        self._snap[0:3] = ref
+        self._snap[3] = q
+        self._snap[4] = qd
+        self._snap[5] = tau
+        self._snap_ns = ref_ns
+        self._seq += 1
+
+    # --- the action's thread ----------------------------------------------------------------
+
+    def snapshot(self):
+        """(ref_ns, copy of the snapshot (6, m)) as one tick left it, or None before any."""
+        for _ in range(100):
+            seq = self._seq
+            if seq % 2 == 0:
+                data, ns = self._snap.copy(), self._snap_ns
+                if self._seq == seq:
+                    return (ns, data) if seq else None
+            time.sleep(0)
+        return None
+
+    def _plan(self, msg):
+        """Validate the goal's trajectory and plan it from the node's reference now (the
+        topic's `plan`). Returns (trajectory, based_on, absolute point times [s])."""
+        node, cfg = self.controller, self.controller.config
+        if node._timer is None or node.trajectory is None:
+            raise TrajectoryError(f'controller is {node.mode}: no goal accepted')
+        points = points_of(msg)
+        rules.check_goal_trajectory(msg.joint_names, points[-1].velocities if points else (),
+                                    False)
+        now = node._seconds(node._now_ns())
+        stamp = msg.header.stamp
+        start = now if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
+            stamp.sec * 1_000_000_000 + stamp.nanosec)
+        based_on = node.trajectory
+        trajectory = plan(list(msg.joint_names), points, joint_names=cfg.joints,
+                          position_limits=cfg.model.position_limits[cfg.index],
+                          current=based_on.sample(now), now=now, start_time=start,
+                          allow_partial=cfg.allow_partial)
+        return trajectory, based_on, [start + p.time_from_start for p in points]
+
+    def _on_goal(self, request):
+        """Validate as JTC (plus finite values and position limits): ACCEPT or REJECT."""
+        self._planned = None
+        try:
+            multi = request.multi_dof_trajectory
+            rules.check_goal_trajectory((), (), bool(multi.joint_names or multi.points))
+            self._planned = (request, *self._plan(request.trajectory))
+        except (TrajectoryError, ValueError, TypeError) as error:
+            self.log.error(f'action goal rejected: {error}')
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_accepted(self, handle):
+        """Preempt the running goal, hand the planned trajectory to the tick, start executing."""
+        request, trajectory, based_on, times = self._planned
+        self._planned = None
+        if self._active is not None:
+            self._active.end('abort', rules.INVALID_GOAL, rules.PREEMPTED_TEXT)
+        tolerances, reason = rules.goal_tolerances(
+            self.defaults, self.joints,
+            [(t.name, t.position, t.velocity, t.acceleration) for t in request.path_tolerance],
+            [(t.name, t.position, t.velocity, t.acceleration) for t in request.goal_tolerance],
+            request.goal_time_tolerance.sec + request.goal_time_tolerance.nanosec * 1e-9)
+        if reason:
+            self.log.error(f'action goal: {reason}')
+        self._pending = (trajectory, based_on)
+        self._active = Goal(handle, trajectory, rules.GoalMonitor(tolerances, times, self.joints))
+        self.log.info(f'action goal accepted: {len(times)} points, ends in '
+                      f'{times[-1] - self.controller._seconds(self.controller._now_ns()):.3f} s')
+        handle.execute()
+
+    async def _execute(self, handle):
+        """Await the goal's end (decided by the monitor, a cancel or a new goal)."""
+        goal = self._active
+        if goal is None or goal.handle is not handle:
+            handle.abort()
+            return Result(error_code=rules.INVALID_GOAL, error_string=rules.PREEMPTED_TEXT)
+        how, result = await goal.done
+        if how == 'canceled' and not handle.is_cancel_requested:
+            how = 'abort'
+        getattr(handle, how)()
+        if self._active is goal:
+            self._active = None
+        return result
+
+    def _on_cancel(self, handle):
+        """Cancel the running goal: hold the measured position (JTC accepts every request)."""
+        goal = self._active
+        if goal is not None and bytes(goal.handle.goal_id.uuid) == bytes(handle.goal_id.uuid):
+            self._hold_measured()
+            goal.end('canceled', rules.SUCCESSFUL, '')
+            self.log.info('action goal canceled: holding the measured position')
+        return CancelResponse.ACCEPT
+
+    def _hold_measured(self):
+        """Hand the tick a hold of the newest measured position (JTC's set_hold_position)."""
+        snap = self.snapshot()
+        if snap is not None:
+            node = self.controller
+            hold = Trajectory.hold(snap[1][3], node._seconds(node._now_ns()))
+            self._pending = (hold, node.trajectory)
+
+    def _replaced(self, goal):
+        """Why the node's trajectory is no longer the goal's (None: it still is)."""
+        pending = self._pending  # read before the node's: the tick may swap in between
+        if (pending is not None and pending[0] is goal.trajectory) or (
+                self.controller.trajectory is goal.trajectory):
+            return None
+        if self.controller.mode.startswith('stale') or self.controller.trajectory is None:
+            return f'Aborted: the controller dropped the trajectory ({self.controller.mode})'
+        return 'Current goal preempted by a trajectory on ~/joint_trajectory.'
+
+    def _monitor(self):
+        """At action_monitor_rate: feedback, then the goal's outcome (control/goal.py)."""
+        goal, snap = self._active, self.snapshot()
+        if goal is None or snap is None or goal.done.done():
+            return
+        reason = self._replaced(goal)
+        if reason:
+            self.log.warning(reason)
+            return goal.end('abort', rules.INVALID_GOAL, reason)
+        ns, data = snap
+        t = self.controller._seconds(ns)
+        desired, actual = data[0:3], np.vstack([data[3:5], np.zeros(len(self.joints))])
+        goal.handle.publish_feedback(self._feedback(ns, data, goal.monitor.index(t)))
+        outcome = goal.monitor.update(t, desired, actual)
+        if outcome is None:
+            return
+        code, text = outcome
+        if code == rules.SUCCESSFUL:
+            self.log.info('action goal reached, success')
+            return goal.end('succeed', code, text)
+        self.log.warning(f'{text}: {goal.monitor.detail}; holding the measured position')
+        self._hold_measured()
+        goal.end('abort', code, text)
+
+    def _points(self, data):
+        """(reference, feedback, error, output) JointTrajectoryPoints of a snapshot."""
+        ref, q, qd, tau = data[0:3], data[3], data[4], data[5]
+        return (JointTrajectoryPoint(positions=ref[0].tolist(), velocities=ref[1].tolist(),
+                                     accelerations=ref[2].tolist()),
+                JointTrajectoryPoint(positions=q.tolist(), velocities=qd.tolist()),
+                JointTrajectoryPoint(positions=(ref[0] - q).tolist(),
+                                     velocities=(ref[1] - qd).tolist()),
+                JointTrajectoryPoint(effort=tau.tolist()))
+
+    def _feedback(self, ns, data, index):
+        desired, actual, error, _ = self._points(data)
+        feedback = FollowJointTrajectory.Feedback(
+            joint_names=self.joints, desired=desired, actual=actual, error=error, index=index)
+        feedback.header.stamp.sec, feedback.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+        return feedback
+
+    def _publish_state(self):
+        """~/controller_state from the newest snapshot (stamped with the reference's instant)."""
+        snap = self.snapshot()
+        if snap is None:
+            return
+        ns, data = snap
+        reference, feedback, error, output = self._points(data)
+        msg = JointTrajectoryControllerState(
+            joint_names=self.joints, reference=reference, feedback=feedback, error=error,
+            output=output, speed_scaling_factor=1.0)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+        self.state_pub.publish(msg)
+
+    # --- end ----------------------------------------------------------------------------------
+
+    def destroy(self, timeout=1.0):
+        """End a running goal as JTC does on deactivate, deliver its result, stop the thread."""
+        ended = threading.Event()
+
+        def end_active():
+            if self._active is not None:
+                self._active.end('abort', rules.INVALID_GOAL, rules.DEACTIVATED_TEXT)
+            ended.set()
+        self.executor.create_task(end_active)
+        ended.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while self._active is not None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the execute coroutine returns the result, the server sends it
+        time.sleep(0.05)
+        self.executor.shutdown(timeout)
+        self.thread.join(timeout)
+        self.server.destroy()
+        self.node.destroy_node()
+
+
+def _rate(values, name, default):
+    """A rate parameter [Hz] (None or missing: JTC's default)."""
+    value = values.get(name)
+    return float(default if value is None else value)
