@@ -163,7 +163,9 @@ def run_case(recorder, log_dir, name, phase_lock, compensation, duration):
                         f"latency_compensation:='{compensation}'"], log_dir, f'{name}-controller')
     try:
         recorder.start()
-        if not wait_until(lambda: len(recorder.references) > 500, 120.0):
+        started = wait_until(lambda: len(recorder.references) > 500 or
+                             controller.poll() is not None, 120.0)
+        if not started or controller.poll() is not None:
             raise RuntimeError(f'{name}: the controller did not start (see {log_dir})')
         sender = start([str(VENV_BIN / 'rnea-send-trajectory'), '--demo', '--duration',
                         str(duration)], log_dir, f'{name}-sender')

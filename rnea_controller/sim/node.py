@@ -42,6 +42,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
+import rclpy.exceptions
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -275,12 +276,21 @@ class SimNode(Node):
         return [self.plant.joint_names[i] for i in self.order]
 
     def _physics_loop(self):
+        """The physics thread; it ends quietly when Ctrl-C shuts the context under it."""
+        try:
+            self._run_physics()
+        except (RuntimeError, rclpy.exceptions.InvalidHandle) as error:
+            if self.running and self.context.ok():
+                raise
+            print(f'rnea_sim: physics stopped at shutdown ({error})', flush=True)
+
+    def _run_physics(self):
         """Step at t0 + k·dt of the wall clock; catch up when late, drop lag beyond a bound;
         publish each state when its (jittered) publication time comes."""
         dt = self.config.plant.timestep
         t0, k = time.time(), 0
         self._next_sample = t0  # the next instant a state is sampled for publication [s]
-        while self.running and rclpy.ok():
+        while self.running and self.context.ok():
             due = int((time.time() - t0) / dt)
             if due - k > self.config.max_catch_up:
                 self._skip(due - k - 1, dt)
