@@ -169,13 +169,14 @@ def run_case(recorder, log_dir, name, phase_lock, compensation, duration):
             raise RuntimeError(f'{name}: the controller did not start (see {log_dir})')
         sender = start([str(VENV_BIN / 'rnea-send-trajectory'), '--demo', '--duration',
                         str(duration)], log_dir, f'{name}-sender')
-        recorder.start()
+        recorder.start()  # the motion starts when the sender has sent it, and exits
+        if sender.wait(120) != 0:
+            raise RuntimeError(f'{name}: the sender failed (see {log_dir})')
         cpu0, wall0 = cpu_seconds(controller.pid), time.monotonic()
-        time.sleep(duration + 3.0)  # the sender's start-up, then the motion
+        time.sleep(duration + 0.5)
         cpu = (cpu_seconds(controller.pid) - cpu0) / (time.monotonic() - wall0)
         diagnostics = list(recorder.diagnostics)
         t, q, t_ref, q_ref = recorder.stop()
-        stop(sender)
     finally:
         stop(controller)
     missed = (int(diagnostics[-1]['missed ticks']) - int(diagnostics[0]['missed ticks'])
