@@ -5,7 +5,6 @@ arrivals simulated with a known period, drift and jitter; Taylor's formula for t
 """
 import math
 import threading
-import time
 
 from builtin_interfaces.msg import Duration
 from conftest import console_script, stamp, wait_for
