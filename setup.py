@@ -15,6 +15,7 @@ setup(
         ('share/' + package_name, ['package.xml']),
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
         ('share/' + package_name + '/config', glob('config/*.yaml')),
+        ('share/' + package_name + '/config/robots', glob('config/robots/*.yaml')),
         ('share/' + package_name + '/urdf', glob('rnea_controller/urdf/*.urdf')),
     ],
     python_requires='>=3.10',
@@ -24,7 +25,6 @@ setup(
     maintainer_email='maintainers@rnea-controller.invalid',
     description='Computed-torque control with the recursive Newton-Euler algorithm, for ROS 2.',
     license='Apache-2.0',
-    tests_require=['pytest'],
     entry_points={
         'console_scripts': [
             'rnea-controller = rnea_controller.ros.node:main',

@@ -38,13 +38,17 @@ def string_lists(tree):
 
 
 def executables(tree):
+    """Programs a launch file starts: Node(executable=...) and ExecutableInPackage('name', ...)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == 'executable':
             yield node.value.value
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == 'ExecutableInPackage':
+            yield node.args[0].value
 
 
 def test_there_are_launch_files():
-    assert REPO / 'launch' / 'controller.launch.py' in LAUNCH_FILES
+    assert {p.name for p in LAUNCH_FILES} == {'controller.launch.py', 'demo.launch.py',
+                                              'two_arms.launch.py'}
 
 
 @pytest.mark.parametrize('path', LAUNCH_FILES, ids=lambda p: p.name)
@@ -63,24 +67,44 @@ def test_every_file_and_executable_a_launch_file_names_exists(path):
         console_script(name)
 
 
-def test_the_controller_launch_file_names_the_arm_and_the_config():
-    tree = ast.parse((REPO / 'launch' / 'controller.launch.py').read_text())
-    assert ['urdf', 'arm.urdf'] in [p[-2:] for p in string_lists(tree)]
-    assert ['config', 'controller.yaml'] in [p[-2:] for p in string_lists(tree)]
-    assert default_urdf_path() == REPO / 'rnea_controller' / 'urdf' / 'arm.urdf'
-
-
-def test_launch_description_builds_where_launch_is_installed():
+def launch_module(name):
+    """The launch file as a module, or skip where launch/launch_ros are not installed."""
     if importlib.util.find_spec('launch') is None or importlib.util.find_spec('launch_ros') \
             is None:
         pytest.skip('launch / launch_ros are not installed here (no ROS 2 installation)')
-    spec = importlib.util.spec_from_file_location('controller_launch',
-                                                  REPO / 'launch' / 'controller.launch.py')
+    spec = importlib.util.spec_from_file_location(name.replace('.', '_'), REPO / 'launch' / name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    description = module.generate_launch_description()
+    return module
+
+
+def test_controller_launch_arguments_where_launch_is_installed():
+    description = launch_module('controller.launch.py').generate_launch_description()
+    arguments = {a.name: a.default_value for a in description.get_launch_arguments()}
+    assert set(arguments) == {'robot', 'urdf', 'params_file', 'namespace', 'use_sim',
+                              'realtime_priority', 'cpu_affinity'}
+
+
+def test_controller_launch_reads_urdf_xacro_or_topic_where_launch_is_installed(tmp_path):
+    module = launch_module('controller.launch.py')
+    assert module.description('') is None  # the robot_description topic
+    urdf = default_urdf_path().read_text()
+    assert module.description(str(default_urdf_path())) == urdf
+    value = module.description(str(tmp_path / 'arm.urdf.xacro'))
+    assert 'xacro' in repr(value.value)  # a Command substitution running xacro
+
+
+def test_demo_launch_arguments_where_launch_is_installed():
+    description = launch_module('demo.launch.py').generate_launch_description()
     arguments = {a.name for a in description.get_launch_arguments()}
-    assert arguments == {'urdf', 'params_file', 'namespace', 'use_sim'}
+    assert arguments == {'payload', 'law', 'duration', 'output', 'start_controller'}
+
+
+def test_realtime_priority_below_controller_manager():
+    """ros2_control's controller_manager loop runs at SCHED_FIFO 50: ours must be below."""
+    text = (REPO / 'launch' / 'controller.launch.py').read_text()
+    priority = int(re.search(r"'realtime_priority': \('(\d+)'", text).group(1))
+    assert 0 < priority < 50
 
 
 def flatten(tree, prefix=''):
@@ -116,3 +140,36 @@ def test_share_layout_matches_setup_py():
     layout = share_layout()
     assert {'launch', 'config', 'urdf'} <= set(layout)
     assert Path(REPO / 'config' / 'controller.yaml') in list(REPO.glob(layout['config']))
+
+
+@pytest.mark.integration
+def test_one_arm_under_a_namespace_started_directly(processes):
+    """What `namespace:=arm7` does, without launch: every name of the arm under /arm7."""
+    import rclpy
+    from std_msgs.msg import Float64MultiArray
+    ns = '/arm7'
+    processes.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={ns}'])
+    controller = processes.start([console_script('rnea-controller'), '--realtime-priority', '0',
+                                  '--ros-args', '-r', f'__ns:={ns}'])
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('namespace_probe', context=context)
+    commands = []
+    node.create_subscription(Float64MultiArray, f'{ns}/effort_controller/commands',
+                             commands.append, 10)
+    try:
+        spin = lambda: rclpy.spin_once(node, timeout_sec=0.05)  # noqa: E731
+        assert wait_for(lambda: len(commands) > 10, 120.0, spin=spin), \
+            processes.output(controller)[-3000:]
+        topics = {name for name, _ in node.get_topic_names_and_types()}
+        for name in ('joint_states', 'effort_controller/commands', 'robot_description',
+                     'rnea_controller/reference'):
+            assert f'{ns}/{name}' in topics, (name, sorted(topics))
+            assert f'/{name}' not in topics, (name, sorted(topics))
+        nodes = set(node.get_node_names_and_namespaces())
+        assert ('rnea_controller', ns) in nodes and ('rnea_sim', ns) in nodes, nodes
+        services = {name for name, _ in node.get_service_names_and_types()}
+        assert f'{ns}/rnea_controller/get_state' in services
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)

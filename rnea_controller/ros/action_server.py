@@ -101,13 +101,13 @@ class TrajectoryActionServer:
             if self.controller.trajectory is pending[1]:
                 self.controller.trajectory = pending[0]
 
-    def leave_snapshot(self, ref_ns, ref, q, qd, tau):
-        """Copy this tick's reference (3, m) for instant ref_ns [ns], the measured q, qd of the
-        controlled joints (m,) and the command tau [N·m] for the action's thread."""
+    def leave_snapshot(self, ref_ns, ref, q, qd, index, tau):
+        """Copy this tick's reference (3, m) for instant ref_ns [ns], the measured q, qd (n,)
+        at the controlled joints' model `index` and the command tau [N·m] for the action."""
         self._seq += 1
         self._snap[0:3] = ref
-        self._snap[3] = q
-        self._snap[4] = qd
+        np.take(q, index, out=self._snap[3])
+        np.take(qd, index, out=self._snap[4])
         self._snap[5] = tau
         self._snap_ns = ref_ns
         self._seq += 1

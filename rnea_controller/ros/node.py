@@ -74,10 +74,10 @@ from rnea_controller.control.law import (
     validate_parameters,
 )
 from rnea_controller.control.loop_stats import LoopStats
-from rnea_controller.control.timing import LoopTiming, parse_latency, predict
 from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
+from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.cdr import JointStateReader
 
 NODE_NAME = 'rnea_controller'
@@ -119,12 +119,6 @@ PARAMETERS = {
                       'and Ctrl-C: gravity_hold or zero', None),
     'external_wrench_timeout': (DEFAULTS['external_wrench_timeout'], 'an ~/external_wrench '
                                 'older than this is ignored [s]; 0: never', (0.0, 3600.0)),
-    'phase_lock': (True, 'tick just after the joint states arrive (set while inactive)', None),
-    'latency_compensation': ('auto', 'auto, off or a fixed latency [s] (set while inactive)',
-                             None),
-    'velocity_source': ('auto', 'auto, measured or estimated (set while inactive)', None),
-    'velocity_filter_cutoff': (100.0, 'velocity estimate cut-off [Hz] (set while inactive)',
-                               (1.0, 1e4)),
 }
 PER_JOINT = {
     'gains.{}.p': 'proportional gain Kp, computed_torque [1/s^2], feedforward_pd [N·m/rad]; '
@@ -193,6 +187,7 @@ class ControllerNode(LifecycleNode):
         self._urdf_from_topic = None
         self._base_model = None
         self._timer = None
+        self.action_server = None
         self._publishers_, self._subscriptions_ = [], []
         self._declared = [name for name in PARAMETERS if name in DEFAULTS]
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -231,6 +226,7 @@ class ControllerNode(LifecycleNode):
         self._stale_since = None
         self.mode = 'waiting for joint states'
         self._timer = self.create_timer(self.config.period, self._tick)
+        self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active')
         return TransitionCallbackReturn.SUCCESS
@@ -272,6 +268,9 @@ class ControllerNode(LifecycleNode):
             self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
+        if self.action_server is not None:  # after the final command: its goal ends as JTC's
+            self.action_server.destroy()
+            self.action_server = None
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -324,20 +323,6 @@ class ControllerNode(LifecycleNode):
         self._t0_ns = self._now_ns()
         self.stats = LoopStats()
         self._diagnostics_time = 0.0
-        self._make_timing(cfg)
-
-    def _make_timing(self, cfg):
-        """The phase lock, latency compensation and velocity estimate (control/timing.py)."""
-        value = self.get_parameter
-        self.timing = LoopTiming(
-            cfg.model.n, cfg.period, phase_lock=value('phase_lock').value,
-            latency=parse_latency(value('latency_compensation').value),
-            velocity_source=value('velocity_source').value,
-            cutoff=value('velocity_filter_cutoff').value)
-        self._qdd = np.zeros(cfg.model.n)
-        self._predicted = np.zeros((2, cfg.model.n))
-        self._publish_delay = 2e-4  # [s] tick start to command, running mean
-        self._velocity_logged = False
 
     @staticmethod
     def _warm_up(model):
@@ -369,42 +354,24 @@ class ControllerNode(LifecycleNode):
         if t_start - self._state_time > cfg.state_timeout:
             self._stale_tick(cfg, t_start)
         else:
+            if self.action_server is not None:
+                self.action_server.swap_in()
             if self.trajectory is None:
                 self._hold_measured(now_ns)
-            ref_ns, q, qd = self._timed_state(cfg, now_ns)
-            t = (ref_ns - self._t0_ns) * 1e-9
-            ref = self._ref
-            tau = self.controller.command(cfg, q, qd, ref, self._wrench(cfg, t_start))
+            t = (now_ns - self._t0_ns) * 1e-9 + cfg.period
+            ref = self.trajectory.sample(t, self._ref)
+            tau = self.controller.command(cfg, self.q, self.qd, ref, self._wrench(cfg, t_start))
             self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
-            self._publish(tau, ref, ref_ns)
-            self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
-        self._lock_phase(t_start)
+            self._publish(tau, ref, now_ns + round(cfg.period * 1e9))
+            if self.action_server is not None:
+                self.action_server.leave_snapshot(now_ns + round(cfg.period * 1e9), ref, self.q,
+                                                  self.qd, cfg.index, tau)
         t_end = time.perf_counter()
         self.stats.record(t_start, t_end, cfg.period)
         if t_end >= self._diagnostics_due:  # once a second, in the slack after the command
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
             self._publish_diagnostics()
             self._diagnostics_time = time.perf_counter() - t_end
-
-    def _timed_state(self, cfg, now_ns):
-        """(instant the command acts [ns], q, qd there): with latency compensation the
-        reference is sampled where the command takes effect, L after the state's stamp, and
-        the state is predicted to that instant; without, the reference is one period ahead."""
-        L = self.timing.horizon(now_ns * 1e-9 + self._publish_delay)
-        if L is None:
-            ref_ns = now_ns + round(cfg.period * 1e9)
-            self.trajectory.sample((ref_ns - self._t0_ns) * 1e-9, self._ref)
-            return ref_ns, self.q, self.qd
-        ref_ns = self.timing.stamp_ns + round(L * 1e9)
-        self.trajectory.sample((ref_ns - self._t0_ns) * 1e-9, self._ref)
-        self._qdd[cfg.index] = self._ref[2]
-        predict(self.q, self.qd, self._qdd, L, self.timing.lag, out=self._predicted)
-        return ref_ns, self._predicted[0], self._predicted[1]
-
-    def _lock_phase(self, t_start):
-        period = self.timing.next_period(t_start)
-        if period is not None:
-            self._timer.timer_period_ns = round(period * 1e9)
 
     def _publish(self, tau, ref, ref_ns):
         """Command and reference, written into their pre-serialized messages and published.
@@ -466,29 +433,16 @@ class ControllerNode(LifecycleNode):
         with mismatched lengths, non-finite values or missing joints is dropped and counted.
         """
         self.states_received += 1
-        self._has_velocity = True
         if not self._reader.take(data, self._scratch):
             try:
                 self._read_general(data)
             except (ValueError, TypeError, RuntimeError) as error:
                 self._names = None
                 return self._reject('joint_states', error)
-        arrival_ns, tick_clock = time.time_ns(), time.perf_counter()
-        sec, nanosec = struct.unpack_from('<iI', data, 4)  # prototype: header.stamp
-        qd = self._scratch[1] if self._has_velocity else self._scratch[1][:0]
         self.q[:] = self._scratch[0]
-        self.qd[:] = self.timing.on_state(self._scratch[0], qd, sec * 1_000_000_000 + nanosec,
-                                          arrival_ns, tick_clock)
-        self._log_velocity_source()
-        self._state_time = tick_clock
+        self.qd[:] = self._scratch[1]
+        self._state_time = time.perf_counter()
         self.have_state = True
-
-    def _log_velocity_source(self):
-        if not self._velocity_logged and self.timing.estimating is not None:
-            self._velocity_logged = True
-            source = (f'estimated from positions (low-pass {self.timing.velocity.cutoff:g} Hz)'
-                      if self.timing.estimating else 'measured (the joint states)')
-            self.get_logger().info(f'joint velocities: {source}')
 
     def _read_general(self, data):
         """Any JointState into self._scratch, or ValueError saying what is wrong with it."""
@@ -502,20 +456,14 @@ class ControllerNode(LifecycleNode):
             self._index = self._state_index(names)
             self._names = names
         n = len(names)
-        self._has_velocity = len(velocity) > 0
-        if len(position) != n or len(velocity) not in (0, n):
+        if len(position) != n or len(velocity) != n:
             raise ValueError(f'{len(position)} positions and {len(velocity)} velocities '
                              f'for {n} names')
-        if not self._has_velocity and self.timing.velocity_source == 'measured':
-            raise ValueError("no velocities, and velocity_source is 'measured'")
         np.take(position, self._index, out=self._scratch[0])
-        if self._has_velocity:
-            np.take(velocity, self._index, out=self._scratch[1])
-        else:
-            self._scratch[1] = 0.0
+        np.take(velocity, self._index, out=self._scratch[1])
         if not math.isfinite(self._scratch.sum()):
             raise ValueError('non-finite position or velocity of a model joint')
-        if in_place and self._has_velocity:
+        if in_place:
             self._reader.remember(self._index)  # the next ones with these names: fast path
 
     def _state_index(self, names):
@@ -618,11 +566,6 @@ class ControllerNode(LifecycleNode):
             **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, self.controller.saturation,
                                                          strict=True)},
             'diagnostics publish [us]': f'{self._diagnostics_time * 1e6:.0f}',
-            'latency [ms]': f'{self.timing.estimator.mean * 1e3:.2f}',
-            'phase offset [ms]': ('off' if self.timing.phase_lock is None else
-                                  f'{self.timing.phase_lock.offset * 1e3:.3f}'),
-            'velocity source': {None: 'none yet', True: 'estimated', False: 'measured'}[
-                self.timing.estimating],
         }
         stale = self.mode.startswith('stale') or self.mode.startswith('waiting')
         status = DiagnosticStatus(
