@@ -18,6 +18,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.timing import (
     LatencyEstimator,
+    LoopTiming,
     parse_latency,
     PhaseLock,
     predict,
@@ -239,3 +240,23 @@ def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     rates = [float(d['loop rate [Hz]']) for d in probe.diagnostics[1:]]
     assert np.median(rates) > 700.0, rates
     assert 0 < float(probe.diagnostics[-1]['latency [ms]']) < 5
+
+
+def test_loop_timing_estimates_velocities_of_a_positions_only_stream_and_predicts():
+    timing = LoopTiming(2, 1e-3, velocity_source='auto', cutoff=100.0)
+    assert timing.horizon(1.0) is None  # no state yet: nothing to predict from
+    for k in range(200):  # 1 kHz, stamps on this clock, 0.1 ms transit, q = (t, -2 t)
+        stamp_ns = 1_000_000_000_000 + k * 1_000_000
+        qd = timing.on_state(np.array([1.0, -2.0]) * stamp_ns * 1e-9, np.zeros(0), stamp_ns,
+                             stamp_ns + 100_000, stamp_ns * 1e-9)
+    assert timing.estimating and timing.lag == pytest.approx(1.64e-3, rel=0.01)
+    np.testing.assert_allclose(qd, [1.0, -2.0], rtol=1e-6)
+    # published 0.5 ms after the newest stamp: the command acts at the next 1 ms cycle
+    assert timing.horizon(stamp_ns * 1e-9 + 0.5e-3) == pytest.approx(1e-3)
+    # a state stamped far from its arrival (another clock, or zero): its arrival stands for it
+    timing.on_state(np.zeros(2), np.zeros(2), 0, stamp_ns + 2_000_000, 0.0)
+    assert timing.stamp_ns == stamp_ns + 2_000_000 and timing.unstamped == 1
+    fixed = LoopTiming(2, 1e-3, latency=0.004, velocity_source='measured')
+    assert fixed.on_state(np.zeros(2), np.ones(2), 5, 5, 0.0).tolist() == [1.0, 1.0]
+    assert fixed.horizon(0.0) == 0.004 and not fixed.estimating
+    assert LoopTiming(2, 1e-3, latency='off').horizon(1.0) is None

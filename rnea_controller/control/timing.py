@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+MAX_HORIZON = 0.1  # [s] the longest prediction (a state this old is stale long before)
+
 
 class VelocityEstimator:
     """qd [rad/s] from positions q [rad] and stamps t [s]: a first-order low-pass filter of
@@ -246,10 +248,11 @@ class LoopTiming:
 
     def horizon(self, publish):
         """L [s] from the newest state's stamp to its command's effect for a command published
-        at `publish` [s] (stamps' clock), or None when compensation is off."""
-        if self.latency == 'off':
+        at `publish` [s] (stamps' clock), at most MAX_HORIZON; None when compensation is off
+        or no state was taken yet."""
+        if self.latency == 'off' or self.stamp_ns == 0:
             return None
         if self.latency == 'auto':
-            return self.estimator.latency(publish, self.stamp_ns * 1e-9)
+            return min(self.estimator.latency(publish, self.stamp_ns * 1e-9), MAX_HORIZON)
         self.estimator.mean = self.latency
         return self.latency
