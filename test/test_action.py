@@ -66,8 +66,8 @@ def move(q0, delta, duration_s):
 class Client:
     """This process's node: the action client, ~/controller_state, ~/reference, /joint_states."""
 
-    def __init__(self):
-        self.node = rclpy.create_node('test_action_client')
+    def __init__(self, context=None):
+        self.node = rclpy.create_node('test_action_client', context=context)
         self.lock = threading.Lock()
         self.feedback, self.states, self.references, self.joint_states = [], [], [], []
         self.action = ActionClient(self.node, FollowJointTrajectory,
@@ -81,7 +81,7 @@ class Client:
                                       10)
         self.topic = self.node.create_publisher(JointTrajectory,
                                                 '/rnea_controller/joint_trajectory', 10)
-        self.executor = SingleThreadedExecutor()
+        self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
@@ -98,7 +98,7 @@ class Client:
         with self.lock:
             return store[-1]
 
-    def send(self, request, timeout=10.0):
+    def send(self, request, timeout=30.0):
         """Send a goal; returns its handle once the server answered (accepted or not)."""
         assert self.action.wait_for_server(timeout_sec=20.0), 'no action server'
         future = self.action.send_goal_async(request, feedback_callback=self._keep(self.feedback))
@@ -173,6 +173,33 @@ def test_invalid_goals_are_rejected_with_the_reason_in_the_log(fed, change, reas
     handle = client.send(request)
     assert not handle.accepted
     assert wait_for(lambda: reason in procs.output(proc), 3.0), procs.output(proc)[-2000:]
+
+
+def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
+    client, _, _ = fed
+    with client.lock:
+        client.feedback.clear()
+    out_and_back = [(0.5, Q0 + 0.2, np.zeros(6)), (1.0, Q0, np.zeros(6))]
+    sent = time.monotonic()
+    handle = client.send(goal_of(out_and_back, goal=dict.fromkeys(JOINTS, 0.01), goal_time=2.0))
+    assert handle.accepted
+    result = client.result(handle)
+    assert time.monotonic() - sent >= 1.0
+    assert result.status == GoalStatus.STATUS_SUCCEEDED, result.result.error_string
+    assert (result.result.error_code, result.result.error_string) == (
+        Result.SUCCESSFUL, 'Goal successfully reached!')
+    with client.lock:
+        feedback = [f.feedback for f in client.feedback]
+    assert len(feedback) >= 10, len(feedback)  # 20 Hz for 1 s
+    assert all(list(f.joint_names) == JOINTS for f in feedback)
+    assert [f.index for f in feedback] == sorted(f.index for f in feedback)
+    assert {f.index for f in feedback} >= {0, 1}
+    peak = max(feedback, key=lambda f: f.desired.positions[0])
+    assert peak.desired.positions[0] > Q0[0] + 0.1  # the reference went out and came back
+    np.testing.assert_allclose(peak.actual.positions, Q0, atol=1e-12)
+    np.testing.assert_allclose(peak.error.positions, np.subtract(peak.desired.positions, Q0),
+                               atol=1e-12)
+    reference_holds(client, Q0)
 
 
 def test_path_tolerance_violation_aborts_and_holds_the_measured_position(fed):
