@@ -37,6 +37,7 @@ import yaml
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.dynamics import spatial
 from rnea_controller.dynamics.rnea import rnea
+from rnea_controller.errors import ModelError
 
 PAYLOAD = ('mass', 'h_x', 'h_y', 'h_z')
 INERTIA = ('I_xx', 'I_xy', 'I_xz', 'I_yy', 'I_yz', 'I_zz')
@@ -88,6 +89,9 @@ class PayloadRegressor:
 
     def __init__(self, model, link):
         body, R, p = model.link_frame(link)
+        if body < 0:
+            raise ModelError(f"link '{link}' is part of the fixed base: a payload there loads "
+                             'no joint')
         self.model = model
         self.unit_models = []
         for unit in unit_inertias():
