@@ -141,6 +141,7 @@ class ControllerNode(LifecycleNode):
 
     def on_cleanup(self, state):
         self.intake.destroy()
+        self.intake = None
         for entity in self._entities:
             if isinstance(entity, Publisher):
                 self.destroy_publisher(entity)
@@ -447,6 +448,8 @@ def main(args=None):
         pass
     finally:
         node.finish()
+        if node.intake is not None:
+            node.intake.destroy()
         node.destroy_node()
         rclpy.try_shutdown()
 
