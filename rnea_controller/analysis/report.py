@@ -7,6 +7,8 @@ the effective delay; the payload; the identification, if any; the verdict.
 """
 import math
 
+from rnea_controller.analysis.identify import NEGATIVE
+
 
 def _fmt(value, scale=1.0, digits=3):
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -94,9 +96,13 @@ def _identification_lines(result):
         cells = []
         for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m')):
             p = params[f'{joint}.{kind}']
-            cells.append(f'{kind} ' + (_estimate(p['estimate'], p['std_error'], unit)
-                                       if p['identifiable'] else
-                                       f"not identifiable from this motion ({p['reason']})"))
+            if p['identifiable']:
+                text = _estimate(p['estimate'], p['std_error'], unit)
+            elif p['reason'] == NEGATIVE:
+                text = _estimate(p['estimate'], p['std_error'], unit) + f' ({NEGATIVE}: left out)'
+            else:
+                text = f"not identifiable from this motion ({p['reason']})"
+            cells.append(f'{kind} {text}')
         lines.append(f'  {joint}: ' + ', '.join(cells))
     return lines
 
