@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt50 events+cpu1 ...]
 
-For each run, side by side: the controller node (subprocess `controller --executor X`) on the
+For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on the
 Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
 publishing its joint states at 1 kHz, and a bare rclpy node with a 1 kHz timer and the same
 executor (the peer). A run is `events` or `single` (the executor), optionally `+rtN`: node and
@@ -205,7 +205,7 @@ def run(label, duration, urdf, observer, tmp):
     me = [sys.executable, __file__]
     logs = {name: open(Path(tmp) / f'{name}-{label}.log', 'w+')
             for name in ('controller', 'feeder', 'bare')}
-    controller = start([str(VENV_BIN / 'controller'), '--executor', executor, '--urdf',
+    controller = start([str(VENV_BIN / 'rnea-controller'), '--executor', executor, '--urdf',
                         str(urdf), '--realtime-priority', priority, *affinity],
                        logs['controller'])
     procs = [controller]
@@ -291,12 +291,13 @@ def compute_p50(urdf):
     rclpy.init()
     node = ControllerNode(parameter_overrides=[
         Parameter('robot_description', value=Path(urdf).read_text()),
-        Parameter('state_timeout', value=60.0)])
+        Parameter('state_timeout', value=1.0)])
     node.autostart()
-    node.q[:] = PANDA_HOME
-    node.have_state, node._state_time = True, time.perf_counter()
+    node.state.q[:] = PANDA_HOME
+    node.state.valid = True
     times = []
     for _ in range(5000):
+        node.state.time = time.perf_counter()
         t = time.perf_counter()
         node._tick()
         times.append(time.perf_counter() - t)

@@ -45,9 +45,9 @@ def test_every_built_type_has_the_official_hash():
 
 def test_the_wire_carries_the_official_hashes():
     """A publisher's type hash as a peer discovers it over DDS (what MoveIt's client sees)."""
-    import rclpy
     from control_msgs.action import FollowJointTrajectory
     from control_msgs.msg import JointTrajectoryControllerState
+    import rclpy
 
     want = official()
     rclpy.init()

@@ -8,16 +8,20 @@ coordinates) and the child origin r in the parent frame, so that
 
 Compiled on first use and cached on disk (numba `cache=True`); `warm_up()` compiles ahead.
 """
+from typing import TYPE_CHECKING
 import weakref
 
 from numba import njit
 import numpy as np
 
+if TYPE_CHECKING:  # the model imports nothing from here; only the hints name it
+    from rnea_controller.dynamics.model import RobotModel
+
 _ARRAYS = weakref.WeakKeyDictionary()
 _CONSTANTS = weakref.WeakKeyDictionary()
 
 
-def model_arrays(model):
+def model_arrays(model: 'RobotModel') -> tuple[np.ndarray, ...]:
     """The model's constant arrays in the layout the kernel takes (cached per model)."""
     arrays = _ARRAYS.get(model)
     if arrays is None:
@@ -31,7 +35,7 @@ def model_arrays(model):
     return arrays
 
 
-def model_base_motion(model):
+def model_base_motion(model: 'RobotModel') -> tuple[np.ndarray, np.ndarray]:
     """(v_0, a_0) = (0, -[g; 0]) for a base at rest under the model's gravity (cached)."""
     cached = _CONSTANTS.get(model, {}).get('base')
     if cached is None:
@@ -42,7 +46,7 @@ def model_base_motion(model):
     return cached
 
 
-def model_zero_forces(model):
+def model_zero_forces(model: 'RobotModel') -> np.ndarray:
     """Zero external wrenches, shape (1, n, 6), shared by every call (cached)."""
     cached = _CONSTANTS.get(model, {}).get('zero_forces')
     if cached is None:
@@ -120,7 +124,10 @@ def _inertia_times(I, m, out):
 
 
 @njit(cache=True)
-def rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, q, qd, qdd, v0, a0, f_ext, tau):
+def rnea_batch(parents: np.ndarray, prismatic: np.ndarray, axes: np.ndarray, R_tree: np.ndarray,
+               p_tree: np.ndarray, I: np.ndarray, q: np.ndarray, qd: np.ndarray,
+               qdd: np.ndarray, v0: np.ndarray, a0: np.ndarray, f_ext: np.ndarray,
+               tau: np.ndarray) -> float:
     """tau[k] = RNEA(q[k], qd[k], qdd[k]) for every row k; returns Σ tau (non-finite if any is).
 
     f_ext: (N, n, 6) wrenches in body frames, or (1, n, 6) shared by all rows.
@@ -165,7 +172,7 @@ def rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, q, qd, qdd, v0, a0, 
     return total
 
 
-def warm_up():
+def warm_up() -> None:
     """Compile (or load from the disk cache) the kernel for the float64 signatures in use."""
     one = np.zeros((1, 1))
     rnea_batch(np.full(1, -1, dtype=np.int64), np.zeros(1, dtype=np.bool_),

@@ -1,175 +1,76 @@
-"""The `rnea_controller` lifecycle node: thin ROS 2 glue around `trajectory` and `control`.
+"""The `rnea_controller` lifecycle node: thin ROS 2 glue around `control.law`.
 
-Subscribes to joint states, trajectories and (optionally) an F/T wrench; a fixed-rate timer
-samples the reference one period ahead, computes the control law with one RNEA call, applies
-the limits and publishes effort commands, the reference and (1 Hz) diagnostics.
+A fixed-rate timer on the STEADY clock (whatever `use_sim_time` says: a simulated clock that
+stops must not stop the commands) samples the reference one period ahead, computes the law
+with one compiled call, applies the limits and publishes effort commands, the reference and
+(1 Hz) diagnostics. Stamps and the trajectory time base follow system time, or ROS time if
+use_sim_time was set when the node was configured (a later change takes effect at the next
+configure). The pieces, one per module: inputs.py (joint states, trajectories, wrench,
+description), parameters.py (declarations from the table, change rules), diagnostics.py,
+realtime.py (executor, priority, affinity, signals), effort_check.py (the effort controller's
+`joints`, checked on activation).
 
-Modes (diagnostics key 'mode'): 'unconfigured', 'inactive', 'waiting for joint states',
-'hold' (no trajectory: hold the measured position at activation, or the last point),
-'tracking', 'stale: gravity hold', 'stale: stopped', 'finished'.
+Modes (diagnostics 'mode'): 'unconfigured', 'inactive', 'waiting for joint states', 'hold',
+'tracking', 'stale: gravity hold', 'stale: stopped', 'law failure: gravity hold', 'finished'.
 
-Stale-state policy: when the newest valid joint state is older than `state_timeout` (its age is
-measured on this node's steady clock, from its reception), tracking stops and the running
-trajectory is dropped; then by `stale_policy`:
-    hold_then_stop  (default) publish g(q_last), the torque that holds the last known position
-                    against gravity, for `stale_hold_time` seconds, then publish nothing (the
-                    effort controller's own command timeout takes over);
-    hold            publish g(q_last) until states return;
-    stop            publish nothing at once.
-When fresh states return the node holds the measured position (gravity compensation + PD).
+Stale state (newest valid joint state older than `state_timeout`, by arrival on the steady
+clock): the trajectory is dropped; `stale_policy` hold_then_stop publishes g(q_last) for
+`stale_hold_time` then nothing, hold publishes g(q_last) until states return, stop publishes
+nothing at once. Fresh states then hold the measured position.
 
-On deactivate, shutdown, Ctrl-C or SIGTERM the node publishes one final command chosen by
-`final_command`: 'gravity_hold' (g(q) at the last measured position) or 'zero'.
+Law failure (non-finite law at runtime): the gravity hold of the last good configuration at the
+measured position, logged once, counted in 'non-finite fallbacks'; after `law_failure_timeout`
+the node deactivates with its final command.
 
-Command line (besides --ros-args): `--executor events|single` (default events: rclpy's
-EventsExecutor, about half the CPU of the SingleThreadedExecutor at 1 kHz, see
-bench/bench_node.py), `--urdf FILE` (robot_description from a file), `--realtime-priority N`
-(SCHED_FIFO priority for the loop; default 50 as ros2_control's controller manager, 0 = off;
-without the privilege it warns once and runs with the default scheduler), `--cpu-affinity CPU
-[CPU ...]` (bind the process, DDS threads included, to these cores, as ros2_control_node's
-`cpu_affinity`; default: not bound).
-
-Diagnostics ('rnea_controller: control loop', 1 Hz, published by the tick once a second right
-after its command, in the slack of that period): mode, control law, loop rate [Hz], period
-jitter p99 [us], tick compute p50/p99 [us] (tick start to reference published), overruns (ticks
-longer than a period), missed ticks, ticks, state age [ms], joint states received, rejected
-messages (and per input), non-finite fallbacks, saturation <joint> (ticks that joint's command
-was limited), diagnostics publish [us] (the previous one's cost).
+A parameter change is validated whole in the on-set callback (table ranges, model rules, and
+the law at the current state and reference must be finite) and swapped in by the tick at its
+start. On deactivate, shutdown, Ctrl-C or SIGTERM: one final command, `final_command`.
 """
 import argparse
 import array
 import gc
 import math
-import os
-import signal
-import struct
 import sys
 import time
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 import numpy as np
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    SetParametersResult,
-)
+from rcl_interfaces.msg import SetParametersResult
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.serialization import deserialize_message, serialize_message
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
-from trajectory_msgs.msg import JointTrajectory
 
-from rnea_controller.control.law import (
-    Controller,
-    DEFAULTS,
-    joint_of_parameter,
-    validate_parameters,
-)
+from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
 from rnea_controller.control.loop_stats import LoopStats
-from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
-from rnea_controller.dynamics.model import RobotModel
-from rnea_controller.errors import ModelError, ParameterError, TrajectoryError, UrdfError
-from rnea_controller.ros.cdr import JointStateReader
+from rnea_controller.control.parameters import GLOBAL
+from rnea_controller.control.trajectory import Trajectory
+from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
+from rnea_controller.ros import diagnostics, inputs, realtime
+from rnea_controller.ros import parameters as ros_parameters
+from rnea_controller.ros.action_server import TrajectoryActionServer
+from rnea_controller.ros.effort_check import effort_controller_mismatch
+from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
-STATUS_NAME = 'rnea_controller: control loop'
-HUGE = 1e9
-
-#: name: (default, description, floating or integer range (low, high) or None)
-PARAMETERS = {
-    'autostart': (True, 'configure and activate by itself once a model is available', None),
-    'robot_description': ('', 'URDF text; empty: take it from the robot_description topic',
-                          None),
-    'joints': (Parameter.Type.STRING_ARRAY, 'controlled joints, command order; unset or []: '
-               'all actuated joints of the model (set while unconfigured)', None),
-    'command_topic': ('/effort_controller/commands', 'std_msgs/Float64MultiArray effort '
-                      'commands [N·m], ordered as joints (set while unconfigured)', None),
-    'joint_states_topic': ('joint_states', 'sensor_msgs/JointState input', None),
-    'update_rate': (DEFAULTS['update_rate'], 'control loop rate [Hz] (set while inactive)',
-                    (1, 10000)),
-    'control_law': (DEFAULTS['control_law'], 'computed_torque: tau = RNEA(q, qd, qdd_d + Kp e '
-                    '+ Kd ed), Kp [1/s^2], Kd [1/s]; feedforward_pd: tau = RNEA(q_d, qd_d, '
-                    'qdd_d) + Kp e + Kd ed, Kp [N·m/rad], Kd [N·m·s/rad]', None),
-    'torque_rate_limit': (0.0, 'max |d tau/dt| per joint [N·m/s]; 0: no rate limit', (0, HUGE)),
-    'payload.link': ('', 'link carrying a payload; empty: none', None),
-    'payload.mass': (0.0, 'payload mass [kg]', (0, HUGE)),
-    'payload.com': (DEFAULTS['payload.com'], 'payload centre of mass in the link frame [m]',
-                    None),
-    'payload.inertia': (DEFAULTS['payload.inertia'], 'payload inertia about its centre of '
-                        'mass, link axes: ixx ixy ixz iyy iyz izz [kg·m^2]', None),
-    'gravity': (DEFAULTS['gravity'], 'gravity in the base frame [m/s^2]', None),
-    'allow_partial_joints_goal': (False, 'accept trajectories naming only some joints; the '
-                                  'others keep their desired position', None),
-    'state_timeout': (DEFAULTS['state_timeout'], 'a joint state older than this is stale [s]',
-                      (1e-4, 60.0)),
-    'stale_policy': (DEFAULTS['stale_policy'], 'on stale state: hold_then_stop (gravity hold '
-                     'for stale_hold_time, then no command), hold, or stop', None),
-    'stale_hold_time': (DEFAULTS['stale_hold_time'], 'gravity hold time of hold_then_stop [s]',
-                        (0.0, 3600.0)),
-    'final_command': (DEFAULTS['final_command'], 'command published on deactivate, shutdown '
-                      'and Ctrl-C: gravity_hold or zero', None),
-    'external_wrench_timeout': (DEFAULTS['external_wrench_timeout'], 'an ~/external_wrench '
-                                'older than this is ignored [s]; 0: never', (0.0, 3600.0)),
-}
-PER_JOINT = {
-    'gains.{}.p': 'proportional gain Kp, computed_torque [1/s^2], feedforward_pd [N·m/rad]; '
-                  'unset: 400 1/s^2, or 400·M_ii(q0) N·m/rad',
-    'gains.{}.d': 'derivative gain Kd, computed_torque [1/s], feedforward_pd [N·m·s/rad]; '
-                  'unset: 40 1/s, or 40·M_ii(q0) N·m·s/rad',
-    'effort_limits.{}': 'effort limit override [N·m], at most the URDF limit; unset: URDF',
-}
-WHILE_UNCONFIGURED = ('robot_description', 'joints', 'command_topic', 'joint_states_topic')
+PARAMETERS = {spec.name: spec for spec in GLOBAL}  # the node's global parameters (the table)
+INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_description',
+          'parameters')
 
 
-def _descriptor(description, bounds, read_only=False):
-    descriptor = ParameterDescriptor(description=description, read_only=read_only)
-    if bounds is not None and isinstance(bounds[0], int) and isinstance(bounds[1], int):
-        descriptor.integer_range = [IntegerRange(from_value=bounds[0], to_value=bounds[1])]
-    elif bounds is not None:
-        descriptor.floating_point_range = [FloatingPointRange(
-            from_value=float(bounds[0]), to_value=float(bounds[1]))]
-    return descriptor
-
-
-class Serialized:
-    """A message serialized once (CDR), whose float64 arrays and header stamp are numpy views
-    into the serialized bytes: a tick writes numbers in place and publishes the bytes, with no
-    Python-to-C conversion and no serialization per message.
-
-    arrays: {field: length}; the offsets are found by serializing the message with sentinel
-    values (distinct doubles; stamp sec/nanosec) and locating them.
-    """
-
-    SENTINEL = 1.2345678901234567e300
-
-    def __init__(self, msg, arrays):
-        for k, (field, length) in enumerate(arrays.items()):
-            setattr(msg, field, array.array('d', [self.SENTINEL * (k + 2)] * length))
-        stamped = hasattr(msg, 'header')
-        if stamped:
-            msg.header.stamp.sec, msg.header.stamp.nanosec = 0x5A5A5A5A, 0x3C3C3C3C
-        self._buffer = bytearray(serialize_message(msg))
-        self.arrays = {}
-        for k, (field, length) in enumerate(arrays.items()):
-            offset = self._buffer.find(struct.pack('<d', self.SENTINEL * (k + 2)))
-            self.arrays[field] = np.frombuffer(self._buffer, np.float64, length, offset)
-            self.arrays[field][:] = 0.0
-        if stamped:
-            offset = self._buffer.find(struct.pack('<iI', 0x5A5A5A5A, 0x3C3C3C3C))
-            self.stamp = np.frombuffer(self._buffer, np.uint32, 2, offset)
-            self.stamp[:] = 0
-
-    def bytes(self):
-        """The serialized message as it is now."""
-        return bytes(self._buffer)
+def float_view(msg, field, size):
+    """Set msg.field to `size` zeros and return a numpy view of the array the message holds,
+    written in place every tick (the setter may copy: the view is taken after it)."""
+    setattr(msg, field, array.array('d', bytes(8 * size)))
+    return np.frombuffer(getattr(msg, field), np.float64)
 
 
 class ControllerNode(LifecycleNode):
@@ -177,22 +78,21 @@ class ControllerNode(LifecycleNode):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        for name, (default, description, bounds) in PARAMETERS.items():
-            self.declare_parameter(name, default, _descriptor(description, bounds))
-        self.config = None
+        ros_parameters.declare_global(self)
+        self.config, self._pending, self._timer = None, None, None
+        self.action_server, self.intake = None, None
         self.mode = 'unconfigured'
-        self.rejected = {'joint_states': 0, 'joint_trajectory': 0, 'external_wrench': 0}
+        self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
-        self._urdf_from_topic = None
-        self._base_model = None
-        self._timer = None
-        self._publishers_, self._subscriptions_ = [], []
-        self._declared = [name for name in PARAMETERS if name in DEFAULTS]
+        self.deactivate_requested = False
+        self._urdf_from_topic, self._base_model = None, None
+        self._entities = []
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        if not self.get_parameter('robot_description').value:
-            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                                 reliability=ReliabilityPolicy.RELIABLE)
-            self.create_subscription(String, 'robot_description', self._on_description, latched)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(String, 'robot_description', self._on_description, latched)
+        self.create_timer(1.0, self._log_waiting, clock=self._steady)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -205,25 +105,31 @@ class ControllerNode(LifecycleNode):
 
     def on_configure(self, state):
         try:
-            self._base_model = RobotModel.from_urdf_string(self._urdf())
-            self._declare_per_joint(self._base_model)
+            self._base_model = inputs.model_from_description(self._urdf())
+            ros_parameters.declare_joints(self, self._joints())
             self.config = validate_parameters(self._values(), self._base_model)
-        except (UrdfError, ModelError, ParameterError) as error:
+        except RneaControllerError as error:
             self.get_logger().error(f'configure failed: {error}')
             return TransitionCallbackReturn.FAILURE
         self._allocate(self.config)
         self._create_entities()
+        self.intake = TrajectoryIntake(self)
         self.mode = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state):
+        mismatch = effort_controller_mismatch(self, self.config.joints)
+        if mismatch:
+            self.get_logger().error(f'activation refused: {mismatch}')
+            return TransitionCallbackReturn.FAILURE
         self.trajectory = None  # the first fresh state starts a hold at the measured position
         self.controller.reset()
-        self._stale_since = None
+        self._stale_since, self._failure_logged = None, False
         self.mode = 'waiting for joint states'
-        self._timer = self.create_timer(self.config.period, self._tick)
+        self._timer = self.create_timer(self.config.period, self._tick, clock=self._steady)
+        self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active')
         return TransitionCallbackReturn.SUCCESS
@@ -234,13 +140,13 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state):
-        for publisher in self._publishers_:
-            self.destroy_publisher(publisher)
-        for subscription in self._subscriptions_:
-            self.destroy_subscription(subscription)
-        self._publishers_, self._subscriptions_ = [], []
-        self.config = None
-        self.mode = 'unconfigured'
+        self.intake.destroy()
+        for entity in self._entities:
+            if isinstance(entity, Publisher):
+                self.destroy_publisher(entity)
+            else:
+                self.destroy_subscription(entity)
+        self._entities, self.config, self.mode = [], None, 'unconfigured'
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state):
@@ -253,18 +159,28 @@ class ControllerNode(LifecycleNode):
             self._stop_loop()
             self.mode = 'finished'
 
+    def after_spin(self):
+        """Called by the spin loop between callbacks: a deactivation the tick asked for."""
+        if self.deactivate_requested:
+            self.deactivate_requested = False
+            self.trigger_deactivate()
+
     def _stop_loop(self):
         self.destroy_timer(self._timer)
         self._timer = None
-        if self.have_state:
+        self._swap_pending()
+        if self.state.valid:
             cfg = self.config
-            tau = (self.controller.gravity_hold(cfg, self.q, rate_limited=False)
+            tau = (self.controller.gravity_hold(cfg, self.state.q, rate_limited=False)
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
-            self.command_msg.arrays['data'][:] = tau
-            self.command_pub.publish(self.command_msg.bytes())
+            self._command_view[:] = tau
+            self.command_pub.publish(self.command_msg)
             self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
+        if self.action_server is not None:  # after the final command: its goal ends as JTC's
+            self.action_server.destroy()
+            self.action_server = None
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -274,108 +190,115 @@ class ControllerNode(LifecycleNode):
             raise UrdfError('no robot_description yet (parameter empty, nothing on the topic)')
         return urdf
 
-    def _declare_per_joint(self, model):
-        joints = self.get_parameter_or('joints', Parameter('joints', value=None)).value
-        for joint in (joints or model.joint_names):
-            for pattern, description in PER_JOINT.items():
-                name = pattern.format(joint)
-                if not self.has_parameter(name):
-                    self.declare_parameter(name, Parameter.Type.DOUBLE,
-                                           _descriptor(description, (0.0, HUGE)))
-                    self._declared.append(name)
+    def _joints(self):
+        if self.config is not None:
+            return self.config.joints
+        return ros_parameters.value(self, 'joints') or self._base_model.joint_names
 
     def _values(self, changes=()):
-        """Controller parameter values (unset: None) with `changes` applied, for the joints."""
-        values = {n: self.get_parameter_or(n, Parameter(n, value=None)).value
-                  for n in self._declared}
-        values.update({p.name: p.value for p in changes})
-        values['joints'] = list(values.get('joints') or [])
-        joints = values['joints'] or self._base_model.joint_names
-        return {n: v for n, v in values.items()
-                if joint_of_parameter(n) is None or joint_of_parameter(n) in joints}
+        return ros_parameters.values(self, self._joints(), changes)
 
     def _allocate(self, cfg):
         """Preallocated state, reference and messages (reused at every tick)."""
-        n, m = cfg.model.n, len(cfg.joints)
-        self.q, self.qd = np.zeros(n), np.zeros(n)
-        self._scratch = np.zeros((2, n))
-        self.have_state = False
-        self._state_time = -math.inf
-        self._names = None
-        self._index = None
-        self._reader = JointStateReader()
+        m = len(cfg.joints)
+        self.state = inputs.JointStateInput(cfg.model.joint_names)
         self._ref = np.zeros((3, m))
-        self._f_ext = None
-        self._wrench_time = -math.inf
+        self._f_ext, self._wrench_time = None, -math.inf
         self.controller = Controller(cfg)
-        self._warm_up(cfg.model)
-        self.command_msg = Serialized(Float64MultiArray(), {'data': m})
-        self.reference_msg = Serialized(JointState(name=list(cfg.joints)),
-                                        {'position': m, 'velocity': m, 'effort': m})
+        Trajectory.hold(np.zeros(cfg.model.n)).sample(0.0)  # compile the sampler now
+        self.command_msg = Float64MultiArray()
+        self._command_view = float_view(self.command_msg, 'data', m)
+        self.reference_msg = JointState(name=list(cfg.joints))
+        self._reference_views = [float_view(self.reference_msg, field, m)
+                                 for field in ('position', 'velocity', 'effort')]
         sim_time = self.get_parameter('use_sim_time').value
         self._now_ns = (lambda: self.get_clock().now().nanoseconds) if sim_time else time.time_ns
         self._t0_ns = self._now_ns()
         self.stats = LoopStats()
-        self._diagnostics_time = 0.0
-
-    @staticmethod
-    def _warm_up(model):
-        """Compile the trajectory sampler now, not in a tick (the Controller warms the law)."""
-        Trajectory.hold(np.zeros(model.n)).sample(0.0)
+        self.diagnostics_time = 0.0
 
     def _create_entities(self):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
-        topic = self.get_parameter('command_topic').value
-        self.command_pub = self.create_publisher(Float64MultiArray, topic, 10)
+        value = self.get_parameter
+        self.command_pub = self.create_publisher(Float64MultiArray, value('command_topic').value,
+                                                 10)
         self.reference_pub = self.create_publisher(JointState, '~/reference', 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self._publishers_ = [self.command_pub, self.reference_pub, self.diagnostics_pub]
-        self._subscriptions_ = [
-            self.create_subscription(JointState, self.get_parameter('joint_states_topic').value,
-                                     self._on_joint_states, state_qos, raw=True),
-            self.create_subscription(JointTrajectory, '~/joint_trajectory', self._on_trajectory,
-                                     10),
-            self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10),
-        ]
+        self._entities = [
+            self.command_pub, self.reference_pub, self.diagnostics_pub,
+            self.create_subscription(JointState, value('joint_states_topic').value,
+                                     self._on_joint_states, state_qos),
+            self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
 
     # --- the loop -----------------------------------------------------------------------
 
     def _tick(self):
-        """One control period: newest state -> reference one period ahead -> law -> publish."""
+        """One control period: pending config -> newest state -> reference one period ahead
+        -> law -> publish."""
         t_start = time.perf_counter()
-        cfg = self.config  # swapped whole by _on_set_parameters, never mutated
-        now_ns = self._now_ns()  # ROS time (system time unless use_sim_time)
-        if t_start - self._state_time > cfg.state_timeout:
+        self._swap_pending()
+        cfg, state = self.config, self.state
+        now_ns = self._now_ns()
+        if t_start - state.time > cfg.state_timeout:
             self._stale_tick(cfg, t_start)
         else:
-            if self.trajectory is None:
-                self._hold_measured(now_ns)
-            t = (now_ns - self._t0_ns) * 1e-9 + cfg.period
-            ref = self.trajectory.sample(t, self._ref)
-            tau = self.controller.command(cfg, self.q, self.qd, ref, self._wrench(cfg, t_start))
-            self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
-            self._publish(tau, ref, now_ns + round(cfg.period * 1e9))
+            self._control_tick(cfg, state, now_ns, t_start)
+        self._after_tick(t_start)
+
+    def _control_tick(self, cfg, state, now_ns, t_start):
+        """Fresh state: the law towards the reference one period ahead, published."""
+        if self.action_server is not None:
+            self.action_server.swap_in()
+        self.intake.swap_in()
+        if self.trajectory is None:
+            self._hold_measured(now_ns)
+        t = self._seconds(now_ns) + cfg.period
+        ref = self.trajectory.sample(t, self._ref)
+        tau = self.controller.command(cfg, state.q, state.qd, ref, self._wrench(cfg, t_start))
+        self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
+        if self.controller.failing_since is not None:
+            self._law_failure(cfg, t_start)
+        ref_ns = now_ns + round(cfg.period * 1e9)
+        self._publish(tau, ref, ref_ns)
+        if self.action_server is not None:
+            self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
+
+    def _swap_pending(self):
+        if self._pending is not None:
+            self.config, self._pending = self._pending, None
+
+    def _after_tick(self, t_start):
+        """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
         t_end = time.perf_counter()
-        self.stats.record(t_start, t_end, cfg.period)
-        if t_end >= self._diagnostics_due:  # once a second, in the slack after the command
+        self.stats.record(t_start, t_end, self.config.period)
+        if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
-            self._publish_diagnostics()
-            self._diagnostics_time = time.perf_counter() - t_end
+            stamp = self.get_clock().now().to_msg()
+            self.diagnostics_pub.publish(diagnostics.make_status(self, stamp))
+            self.diagnostics_time = time.perf_counter() - t_end
 
     def _publish(self, tau, ref, ref_ns):
-        """Command and reference, written into their pre-serialized messages and published.
+        """Command and reference (stamped `ref_ns`, the instant its desired state is for)."""
+        self._command_view[:] = tau
+        self.command_pub.publish(self.command_msg)
+        position, velocity, effort = self._reference_views
+        position[:], velocity[:], effort[:] = ref[0], ref[1], self.controller.feedforward
+        stamp = self.reference_msg.header.stamp
+        stamp.sec, stamp.nanosec = divmod(ref_ns, 1_000_000_000)
+        self.reference_pub.publish(self.reference_msg)
 
-        The reference is stamped `ref_ns`, the instant its desired state is for (this tick plus
-        one period), so that a bag pairs q_d(t) with the q(t) measured at that same instant.
-        """
-        self.command_msg.arrays['data'][:] = tau
-        self.command_pub.publish(self.command_msg.bytes())
-        reference = self.reference_msg.arrays
-        reference['position'][:] = ref[0]
-        reference['velocity'][:] = ref[1]
-        reference['effort'][:] = self.controller.feedforward
-        self.reference_msg.stamp[:] = divmod(ref_ns, 1_000_000_000)
-        self.reference_pub.publish(self.reference_msg.bytes())
+    def _law_failure(self, cfg, t_start):
+        """The law is not finite: gravity hold meanwhile (Controller), deactivate when late."""
+        self.mode = 'law failure: gravity hold'
+        failing = t_start - self.controller.failing_since
+        if not self._failure_logged:
+            self._failure_logged = True
+            self.get_logger().error('control law not finite: gravity hold of the last good '
+                                    'configuration; deactivating if it lasts '
+                                    f'{cfg.law_failure_timeout} s')
+        if failing > cfg.law_failure_timeout and not self.deactivate_requested:
+            self.get_logger().error(f'control law not finite for {failing:.3f} s: deactivating')
+            self.deactivate_requested = True
 
     def _wrench(self, cfg, t_start):
         """f_ext from the newest ~/external_wrench unless older than external_wrench_timeout."""
@@ -384,25 +307,23 @@ class ControllerNode(LifecycleNode):
 
     def _hold_measured(self, now_ns):
         """Hold the measured position from now on (activation, return of fresh states)."""
-        self.trajectory = Trajectory.hold(self.q[self.config.index], self._seconds(now_ns))
+        self.trajectory = Trajectory.hold(self.state.q[self.config.index], self._seconds(now_ns))
         self._stale_since = None
 
     def _stale_tick(self, cfg, t_start):
         """No fresh state: drop the trajectory and act by `stale_policy` (module doc)."""
-        if not self.have_state:
+        if not self.state.valid:
             self.mode = 'waiting for joint states'
             return
         if self._stale_since is None:
-            self._stale_since = t_start
-            self.trajectory = None
+            self._stale_since, self.trajectory = t_start, None
             self.get_logger().warning(f'joint states stale (> {cfg.state_timeout} s): '
                                       f'{cfg.stale_policy}')
         held = t_start - self._stale_since
         if cfg.stale_policy == 'hold' or (cfg.stale_policy == 'hold_then_stop'
                                           and held <= cfg.stale_hold_time):
-            tau = self.controller.gravity_hold(cfg, self.q)
-            self._ref[0] = self.q[cfg.index]
-            self._ref[1:] = 0.0
+            tau = self.controller.gravity_hold(cfg, self.state.q)
+            self._ref[0], self._ref[1:] = self.state.q[cfg.index], 0.0
             self.mode = 'stale: gravity hold'
             self._publish(tau, self._ref, self._now_ns())
         else:
@@ -414,94 +335,32 @@ class ControllerNode(LifecycleNode):
 
     # --- inputs -------------------------------------------------------------------------
 
-    def _on_joint_states(self, data):
-        """Take the model's joints from a serialized JointState (any order, extras ignored).
-
-        Read in place from the bytes: `JointStateReader.take`, one compiled call, for names
-        already seen; otherwise the general path (other encodings are deserialized). A message
-        with mismatched lengths, non-finite values or missing joints is dropped and counted.
-        """
+    def _on_joint_states(self, msg):
+        """A JointState, taken whole or refused whole (inputs.JointStateInput)."""
         self.states_received += 1
-        if not self._reader.take(data, self._scratch):
-            try:
-                self._read_general(data)
-            except (ValueError, TypeError, RuntimeError) as error:
-                self._names = None
-                return self._reject('joint_states', error)
-        self.q[:] = self._scratch[0]
-        self.qd[:] = self._scratch[1]
-        self._state_time = time.perf_counter()
-        self.have_state = True
-
-    def _read_general(self, data):
-        """Any JointState into self._scratch, or ValueError saying what is wrong with it."""
-        state = self._reader.read(data)
-        in_place = state is not None
-        if not in_place:
-            msg = deserialize_message(data, JointState)
-            state = (list(msg.name), np.array(msg.position), np.array(msg.velocity))
-        names, position, velocity = state
-        if names != self._names:
-            self._index = self._state_index(names)
-            self._names = names
-        n = len(names)
-        if len(position) != n or len(velocity) != n:
-            raise ValueError(f'{len(position)} positions and {len(velocity)} velocities '
-                             f'for {n} names')
-        np.take(position, self._index, out=self._scratch[0])
-        np.take(velocity, self._index, out=self._scratch[1])
-        if not math.isfinite(self._scratch.sum()):
-            raise ValueError('non-finite position or velocity of a model joint')
-        if in_place:
-            self._reader.remember(self._index)  # the next ones with these names: fast path
-
-    def _state_index(self, names):
-        position = {name: i for i, name in enumerate(names)}
-        missing = [j for j in self.config.model.joint_names if j not in position]
-        if missing:
-            raise ValueError(f'joints {missing} of the model are missing')
-        return np.array([position[j] for j in self.config.model.joint_names], dtype=np.intp)
-
-    def _on_trajectory(self, msg):
-        """Replace the reference from the current desired state, or refuse with the reason."""
         try:
-            if self._timer is None or self.trajectory is None:
-                raise TrajectoryError(f'controller is {self.mode}: no trajectory accepted')
-            now = self._seconds(self._now_ns())
-            stamp = msg.header.stamp
-            start = None if stamp.sec == 0 and stamp.nanosec == 0 else self._seconds(
-                stamp.sec * 1_000_000_000 + stamp.nanosec)
-            points = [TrajectoryPoint(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
-                                      tuple(p.positions), tuple(p.velocities),
-                                      tuple(p.accelerations)) for p in msg.points]
-            cfg = self.config
-            self.trajectory = plan(
-                list(msg.joint_names), points, joint_names=cfg.joints,
-                position_limits=cfg.model.position_limits[cfg.index],
-                current=self.trajectory.sample(now), now=now, start_time=start,
-                allow_partial=cfg.allow_partial)
-        except (TrajectoryError, ValueError, TypeError) as error:
-            return self._reject('joint_trajectory', error)
-        self.get_logger().info(f'trajectory accepted: {len(points)} points, ends in '
-                               f'{self.trajectory.end_time - now:.3f} s')
+            self.state.take(msg, self.config.values['velocity_source'])
+        except ValueError as error:
+            self._reject('joint_states', error)
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""
         try:
-            f, m = msg.wrench.force, msg.wrench.torque
-            w = np.array([f.x, f.y, f.z, m.x, m.y, m.z])
-            self.config.model.link_frame(msg.header.frame_id)
-            if not np.all(np.isfinite(w)):
-                raise ValueError(f'non-finite wrench {w.tolist()}')
-        except (ModelError, ValueError) as error:
+            self._f_ext = inputs.wrench(msg, self.config.model)
+        except (inputs.ModelError, ValueError) as error:
             return self._reject('external_wrench', error)
-        self._f_ext = {msg.header.frame_id: w}
         self._wrench_time = time.perf_counter()
 
     def _on_description(self, msg):
-        if self._urdf_from_topic is None or self.mode == 'unconfigured':
-            self._urdf_from_topic = msg.data
-            self.autostart()
+        """robot_description from the topic: checked before use, a refusal always logged."""
+        if self.mode != 'unconfigured':
+            self.get_logger().info('robot_description received: used at the next configure')
+        try:
+            inputs.model_from_description(msg.data)
+        except RneaControllerError as error:
+            return self._reject('robot_description', error)
+        self._urdf_from_topic = msg.data
+        self.autostart()
 
     def _reject(self, kind, error):
         """Count a refused message and say why (joint-state warnings at most once a second)."""
@@ -512,141 +371,78 @@ class ControllerNode(LifecycleNode):
         else:
             self.get_logger().error(message)
 
+    def _log_waiting(self):
+        """Once a second, while there is no model: what the node waits for."""
+        if self.mode == 'unconfigured' and not self._urdf_from_topic and not self.get_parameter(
+                'robot_description').value:
+            self.get_logger().info('waiting for a robot description: parameter '
+                                   'robot_description is empty and nothing arrived on '
+                                   f'{self.resolve_topic_name("robot_description")}')
+
     # --- parameters ---------------------------------------------------------------------
 
     def _on_set_parameters(self, parameters):
-        """Validate a change as a whole; on success swap in the new config (between ticks)."""
-        names = {p.name for p in parameters}
-        frozen = sorted(names & set(WHILE_UNCONFIGURED))
-        if self.config is not None and frozen:
-            return SetParametersResult(
-                successful=False, reason=f'{frozen} can only change while unconfigured')
-        if self._timer is not None and 'update_rate' in names:
-            return SetParametersResult(successful=False,
-                                       reason='update_rate can only change while inactive')
-        if self.config is None:
-            return SetParametersResult(successful=True)  # checked as a whole at configure
+        """Validate a change as a whole; the tick swaps the new config in at its start."""
+        reason = ros_parameters.refusal(parameters, self.config is not None,
+                                        self._timer is not None)
+        if reason is None and self.config is not None:
+            reason = self._prepare(parameters)
+        if reason is not None:
+            self.rejected['parameters'] += 1
+            self.get_logger().warning(f'parameter change refused: {reason}')
+            return SetParametersResult(successful=False, reason=reason)
+        return SetParametersResult(successful=True)
+
+    def _prepare(self, parameters):
+        """The config of these changes, pending for the tick; or why it is refused."""
         try:
             config = validate_parameters(self._values(parameters), self._base_model)
         except ParameterError as error:
-            return SetParametersResult(successful=False, reason=str(error))
-        self.config = config
-        self.get_logger().info(f'parameters changed: {sorted(names)}')
-        return SetParametersResult(successful=True)
-
-    # --- diagnostics --------------------------------------------------------------------
-
-    def _publish_diagnostics(self):
-        """The 1 Hz status; called from the tick right after its command, so that its few
-        hundred microseconds use the slack of that period and never delay a tick."""
-        cfg = self.config
-        rate, jitter, p50, p99 = self.stats.summary(cfg.period)
-        age = (time.perf_counter() - self._state_time) * 1e3 if self.have_state else math.inf
-        values = {
-            'mode': self.mode, 'control law': cfg.law, 'loop rate [Hz]': f'{rate:.1f}',
-            'period jitter p99 [us]': f'{jitter:.1f}', 'tick compute p50 [us]': f'{p50:.1f}',
-            'tick compute p99 [us]': f'{p99:.1f}',
-            'overruns': self.stats.overruns, 'missed ticks': self.stats.missed,
-            'ticks': self.stats.count, 'state age [ms]': f'{age:.1f}',
-            'joint states received': self.states_received,
-            'rejected messages': sum(self.rejected.values()),
-            **{f'rejected {kind}': count for kind, count in self.rejected.items()},
-            'non-finite fallbacks': self.controller.fallbacks,
-            **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, self.controller.saturation,
-                                                         strict=True)},
-            'diagnostics publish [us]': f'{self._diagnostics_time * 1e6:.0f}',
-        }
-        stale = self.mode.startswith('stale') or self.mode.startswith('waiting')
-        status = DiagnosticStatus(
-            level=DiagnosticStatus.WARN if stale else DiagnosticStatus.OK, name=STATUS_NAME,
-            message=self.mode, hardware_id=cfg.model.name,
-            values=[KeyValue(key=k, value=str(v)) for k, v in values.items()])
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics_pub.publish(msg)
+            return str(error)
+        if self._timer is not None and self.state.valid and self.trajectory is not None:
+            ref = self.trajectory.sample(self._seconds(self._now_ns()))
+            if not law_is_finite(config, self.state.q, self.state.qd, ref):
+                return 'the control law with these values is not finite at the current state'
+        if self._timer is None:
+            self.config = config
+        else:
+            self._pending = config
+        self.get_logger().info(f'parameters changed: {sorted(p.name for p in parameters)}')
+        return None
 
 
-def make_executor(kind):
-    """'events': rclpy.experimental.EventsExecutor (default); 'single': SingleThreadedExecutor."""
-    if kind == 'events':
-        from rclpy.experimental import EventsExecutor
-        return EventsExecutor()
-    return rclpy.executors.SingleThreadedExecutor()
-
-
-_STOP = []
-
-
-def _threads():
-    """Ids of this process's threads (those already started, e.g. by numpy's BLAS, too)."""
-    return [int(tid) for tid in os.listdir('/proc/self/task')]
-
-
-def set_realtime_priority(priority):
-    """SCHED_FIFO at `priority` for this process: its threads now and those created later."""
-    try:
-        for tid in _threads():
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-    except (OSError, ValueError) as error:
-        print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
-              'running with the default scheduler', file=sys.stderr)
-
-
-def set_cpu_affinity(cpus):
-    """Bind this process (its threads now and later) to `cpus`; SystemExit if it can't."""
-    try:
-        for tid in _threads():
-            os.sched_setaffinity(tid, cpus)
-    except (OSError, ValueError) as error:
-        allowed = sorted(os.sched_getaffinity(0))
-        raise SystemExit(f'controller: --cpu-affinity {" ".join(map(str, cpus))}: {error} '
-                         f'(this process may use CPUs {allowed})') from None
-
-
-def _request_stop(signum, frame):
-    """SIGINT/SIGTERM: ask the spin loop to stop (no exception inside a callback)."""
-    _STOP.append(signum)
-
-
-def main(args=None):
-    """Console script `controller` / `rnea-controller` (ROS arguments after --ros-args)."""
-    argv = remove_ros_args(sys.argv if args is None else args)[1:]
-    parser = argparse.ArgumentParser(prog='controller', description=__doc__.split('\n')[0])
-    parser.add_argument('--executor', choices=('events', 'single'), default='events',
-                        help='rclpy executor (default: events, lower CPU; see bench_node.py)')
-    parser.add_argument('--realtime-priority', type=int, default=50, metavar='N',
-                        help='SCHED_FIFO priority N (1-99) for the control loop, as '
-                             "ros2_control's controller manager (thread_priority 50); default "
-                             '50; 0: default scheduler. Without the privilege (CAP_SYS_NICE or '
-                             'an rtprio limit) it says so once and runs normally')
-    parser.add_argument('--cpu-affinity', type=int, nargs='+', metavar='CPU',
-                        help="bind the process, DDS threads included, to these CPU cores, as "
-                             "ros2_control_node's cpu_affinity (default: not bound). One "
-                             'isolated core keeps the loop and its DDS threads on warm caches; '
-                             'see bench/bench_node.py')
+def _options(args):
+    parser = argparse.ArgumentParser(prog='rnea-controller',
+                                     description=__doc__.split('\n')[0])
+    realtime.add_arguments(parser)
     parser.add_argument('--urdf', metavar='FILE',
                         help='read robot_description from this URDF file (instead of the '
                              'parameter or topic)')
-    options = parser.parse_args(argv)
+    return parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
+
+
+def main(args=None):
+    """Console script `rnea-controller` (ROS arguments after --ros-args)."""
+    options = _options(args)
     overrides = []
     if options.urdf:
         with open(options.urdf, encoding='utf-8') as file:
             overrides.append(Parameter('robot_description', value=file.read()))
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
-        set_cpu_affinity(options.cpu_affinity)
+        realtime.set_cpu_affinity(options.cpu_affinity)
     if options.realtime_priority:
-        set_realtime_priority(options.realtime_priority)
+        realtime.set_realtime_priority(options.realtime_priority)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGINT, _request_stop)
-    signal.signal(signal.SIGTERM, _request_stop)
+    realtime.install_signal_handlers()
     node = ControllerNode(parameter_overrides=overrides)
-    executor = make_executor(options.executor)
+    executor = realtime.make_executor(options.executor)
     executor.add_node(node)
     try:
         node.autostart()
         gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
-        while rclpy.ok() and not _STOP:  # spin_once returns to Python: Ctrl-C seen each tick
+        while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
             executor.spin_once(timeout_sec=0.1)
+            node.after_spin()
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,0 +1,234 @@
+"""Trajectory intake: planning time, and the controller's tick delay while it takes a trajectory.
+
+    .venv/bin/python bench/bench_intake.py [--points 100 1000 10000] [--repeats 3] [--no-node]
+
+1. Planning alone, in this process, for a 6-joint trajectory with positions, velocities and
+   accelerations of N points (best of 5, [ms]), side by side:
+   - `message -> rows`: the node's cheap conversion of a rclpy JointTrajectory (times, and the
+     points' float64 arrays as they are);
+   - `plan_arrays(rows)` (what the node calls) and `plan_arrays(arrays)` from (N, 6) arrays;
+   - `plan(points)`: the list of TrajectoryPoint that the node built before plan_arrays existed;
+   - `rclpy deserialize`: what rclpy spends turning the CDR bytes into that message before any
+     callback of ours runs (the floor of the node's intake).
+   And one `Trajectory.sample` [µs] at N = 100 and at the largest N: bisection, O(log N).
+2. The live node (`rnea-controller --urdf arm.urdf`, states at 200 Hz from test/state_feeder.py,
+   state_timeout 2 s so that a stalled feeder on a loaded machine does not stop it): for each
+   N, the trajectory is published `--repeats` times; the tick delay is the largest gap between
+   consecutive `~/reference` stamps (stamped at each tick) within 1 s of the send, minus the
+   1 ms period; next to it, the same figure over a quiet second just before (the peer: what this
+   machine does anyway). Targets (issue 11, defect 8): ≤ 5 ms at 1,000 points, ≤ 50 ms at
+   10,000. On a shared machine the quiet figure shows the noise floor; compare the two.
+"""
+import argparse
+import array
+import os
+from pathlib import Path
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
+
+from builtin_interfaces.msg import Duration  # noqa: E402  (after the ROS environment)
+from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+
+from rnea_controller import default_urdf_path, RobotModel  # noqa: E402
+from rnea_controller.control.trajectory import (  # noqa: E402
+    plan,
+    plan_arrays,
+    TrajectoryPoint,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = RobotModel.from_urdf_file(default_urdf_path())
+JOINTS = list(MODEL.joint_names)
+Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
+PERIOD = 1e-3
+
+
+def message(N, dt=1e-3):
+    """A JointTrajectory of N points dt apart: a slow sine around Q0 with its derivatives."""
+    t = dt * np.arange(1, N + 1)
+    w = 2 * np.pi / max(t[-1], 1.0)
+    s, c = np.sin(w * t)[:, None], np.cos(w * t)[:, None]
+    q, qd, qdd = Q0 + 0.1 * s, 0.1 * w * c * np.ones(6), -0.1 * w * w * s * np.ones(6)
+    points = [JointTrajectoryPoint(
+        positions=q[k].tolist(), velocities=qd[k].tolist(), accelerations=qdd[k].tolist(),
+        time_from_start=Duration(sec=int(t[k]), nanosec=int(round(t[k] % 1 * 1e9))))
+        for k in range(N)]
+    return JointTrajectory(joint_names=JOINTS, points=points)
+
+
+def to_rows(msg):
+    """Times [s] and the points' arrays as they are: the node's conversion, N attribute reads."""
+    points = msg.points
+    times = [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in points]
+    return (times, [p.positions for p in points], [p.velocities for p in points],
+            [p.accelerations for p in points])
+
+
+def to_points(msg):
+    """The TrajectoryPoint list the node built for `plan` (ros/node.py before plan_arrays)."""
+    return [TrajectoryPoint(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
+                            tuple(p.positions), tuple(p.velocities), tuple(p.accelerations))
+            for p in msg.points]
+
+
+def best_ms(function, repeats=5):
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times) * 1e3
+
+
+def planning(sizes):
+    """Part 1: print the planning figures for each N."""
+    kw = dict(joint_names=JOINTS, position_limits=MODEL.position_limits,
+              current=np.array([Q0, np.zeros(6), np.zeros(6)]), now=0.0)
+    print('planning alone, 6 joints, best of 5 [ms]')
+    print(f'{"N":>7} {"rclpy deserialize":>18} {"message -> rows":>16} {"plan_arrays(rows)":>18}'
+          f' {"plan_arrays(arrays)":>20} {"plan(points)":>13}')
+    for N in sizes:
+        figures = planning_row(message(N), kw)
+        widths = (18, 16, 18, 20, 13)
+        print(f'{N:>7} ' + ' '.join(f'{f:>{w}.2f}' for f, w in zip(figures, widths)))
+    sampling(sizes, kw)
+
+
+def planning_row(msg, kw):
+    """[ms]: deserialize, message -> rows, plan_arrays(rows), plan_arrays(arrays), plan(points)."""
+    data = serialize_message(msg)
+    rows = to_rows(msg)
+    arrays = [np.asarray(rows[0])] + [np.array(r) for r in rows[1:]]
+    assert all(type(r[0]) is array.array for r in rows[1:]), 'rclpy gives array.array rows'
+    return [best_ms(lambda: deserialize_message(data, JointTrajectory)),
+            best_ms(lambda: to_rows(msg)),
+            best_ms(lambda: plan_arrays(JOINTS, *rows, **kw)),
+            best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw)),
+            best_ms(lambda: plan(JOINTS, to_points(msg), **kw), repeats=2)]
+
+
+def sampling(sizes, kw):
+    """Part 1, end: one sample [µs] (best of 5 x 20,000 calls) at the smallest and largest N."""
+    out = np.empty((3, 6))
+    for N in (min(sizes), max(sizes)):
+        traj = plan_arrays(JOINTS, *to_rows(message(N)), **kw)
+        t = np.random.default_rng(0).uniform(0, traj.end_time, 20_000)
+        per_call = best_ms(lambda traj=traj, t=t: sample_all(traj, t, out)) / len(t) * 1e3
+        print(f'Trajectory.sample with N = {N}: {per_call:.2f} µs per call')
+
+
+def sample_all(traj, times, out):
+    for t in times:
+        traj.sample(t, out)
+
+
+class References:
+    """This process's subscriber to the node's ~/reference: the stamps [s] as they arrive."""
+
+    def __init__(self):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from sensor_msgs.msg import JointState
+        rclpy.init()
+        self.node = rclpy.create_node('bench_intake')
+        self.stamps = []
+        self.node.create_subscription(JointState, '/rnea_controller/reference', self._on, 100_000)
+        self.publisher = self.node.create_publisher(
+            JointTrajectory, '/rnea_controller/joint_trajectory', 10)
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
+        self.spinner.start()
+
+    def _on(self, msg):
+        self.stamps.append(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+
+    def worst_gap_ms(self, start, end):
+        """Largest gap between consecutive stamps in [start, end] (wall time [s]) - period."""
+        s = np.array(self.stamps)
+        s = s[(s >= start) & (s <= end)]
+        return (np.max(np.diff(s)) - PERIOD) * 1e3 if len(s) > 1 else float('nan')
+
+    def close(self):
+        import rclpy
+        self.executor.shutdown(5.0)
+        self.spinner.join(5.0)
+        self.node.destroy_node()
+        rclpy.shutdown()
+
+
+def wait(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return predicate()
+
+
+def live_node(sizes, repeats):
+    """Part 2: the node's worst tick delay while it takes each trajectory, next to a quiet one."""
+    sys.path.insert(0, str(REPO / 'test'))
+    from state_feeder import StateFeeder
+    log = tempfile.NamedTemporaryFile('w+', suffix='.log', prefix='bench_intake_', delete=False)
+    node = subprocess.Popen([str(Path(sys.executable).parent / 'rnea-controller'), '--urdf',
+                             str(default_urdf_path()), '--ros-args', '-p', 'state_timeout:=2.0'],
+                            stdout=log, stderr=subprocess.STDOUT)
+    feeder, refs = StateFeeder(), References()
+    try:
+        feeder.set(JOINTS, Q0, np.zeros(6))
+        if not wait(lambda: len(refs.stamps) > 2000, 60.0):
+            raise RuntimeError(f'the node published no reference; its log:\n{read(log)}')
+        print('\nlive node: worst tick delay [ms] (gap between ~/reference stamps - 1 ms)')
+        print(f'{"N":>7} {"quiet second before":>20} {"within 1 s of the send":>23} accepted')
+        for N in sizes:
+            for _ in range(repeats):
+                print(f'{N:>7} ' + one_send(refs, message(N), log))
+    finally:
+        refs.close()
+        feeder.close()
+        node.send_signal(2)
+        node.wait(10)
+        log.close()
+        os.unlink(log.name)
+
+
+def read(log):
+    log.flush()
+    return Path(log.name).read_text()
+
+
+def one_send(refs, msg, log):
+    """Publish one trajectory; the worst gaps before and after, and whether the node took it."""
+    time.sleep(1.2)
+    sent = time.time()
+    accepted_before = read(log).count('trajectory accepted')
+    refs.publisher.publish(msg)
+    wait(lambda: refs.stamps and refs.stamps[-1] > sent + 1.0, 30.0)
+    accepted = read(log).count('trajectory accepted') > accepted_before
+    return (f'{refs.worst_gap_ms(sent - 1.1, sent - 0.1):>20.2f} '
+            f'{refs.worst_gap_ms(sent - 0.1, sent + 1.0):>23.2f} {"yes" if accepted else "NO"}')
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--points', type=int, nargs='+', default=[100, 1000, 10000])
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--no-node', action='store_true', help='planning figures only')
+    args = parser.parse_args()
+    planning(args.points)
+    if not args.no_node:
+        live_node(args.points, args.repeats)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,51 @@
+"""The controller's 1 Hz status on /diagnostics (diagnostic_msgs/DiagnosticArray).
+
+Published by the tick once a second right after its command, in the slack of that period.
+Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p50/p99 [us]
+(tick start to reference published), overruns (ticks longer than a period), missed ticks,
+ticks, state age [ms], joint states received, rejected messages (and per input: joint_states,
+joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
+saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
+previous one's cost).
+"""
+import math
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+STATUS_NAME = 'rnea_controller: control loop'
+
+
+def status_values(node):
+    """{key: value} of the status, from the node's config, loop statistics and counters."""
+    cfg, controller = node.config, node.controller
+    rate, jitter, p50, p99 = node.stats.summary(cfg.period)
+    state = node.state
+    age = (time.perf_counter() - state.time) * 1e3 if state.valid else math.inf
+    return {
+        'mode': node.mode, 'control law': cfg.law, 'loop rate [Hz]': f'{rate:.1f}',
+        'period jitter p99 [us]': f'{jitter:.1f}', 'tick compute p50 [us]': f'{p50:.1f}',
+        'tick compute p99 [us]': f'{p99:.1f}',
+        'overruns': node.stats.overruns, 'missed ticks': node.stats.missed,
+        'ticks': node.stats.count, 'state age [ms]': f'{age:.1f}',
+        'joint states received': node.states_received,
+        'rejected messages': sum(node.rejected.values()),
+        **{f'rejected {kind}': count for kind, count in node.rejected.items()},
+        'non-finite fallbacks': controller.fallbacks,
+        **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, controller.saturation,
+                                                     strict=True)},
+        'diagnostics publish [us]': f'{node.diagnostics_time * 1e6:.0f}',
+    }
+
+
+def make_status(node, stamp):
+    """The DiagnosticArray of the node's status now; WARN while stale, waiting or failing."""
+    values = status_values(node)
+    warn = node.mode.startswith(('stale', 'waiting', 'law'))
+    status = DiagnosticStatus(
+        level=DiagnosticStatus.WARN if warn else DiagnosticStatus.OK, name=STATUS_NAME,
+        message=node.mode, hardware_id=node.config.model.name,
+        values=[KeyValue(key=k, value=str(v)) for k, v in values.items()])
+    msg = DiagnosticArray(status=[status])
+    msg.header.stamp = stamp
+    return msg

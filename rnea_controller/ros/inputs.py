@@ -1,0 +1,143 @@
+"""The node's inputs, each taken whole or refused whole with the reason: joint states,
+trajectories, wrenches and the robot description.
+
+Joint states arrive typed (rclpy deserializes them; malformed bytes never reach Python). A
+JointState is refused whole if a name appears twice, a name is not valid UTF-8 (rclpy turns
+undecodable bytes into U+FFFD), the position (or a non-empty velocity) array does not match
+the names, a joint of the model is missing, or a model joint's value is not finite. An EMPTY
+velocity array is fine: positions-only drivers exist.
+
+Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
+'auto' (measured if present, else estimated). The estimate here is a plain finite difference
+of positions over their header stamps (arrival times if unstamped): a placeholder, to be
+replaced by the filtered estimator of issue 12 (`timing`).
+"""
+import math
+import time
+
+import numpy as np
+
+from rnea_controller.control.trajectory import plan_arrays
+from rnea_controller.dynamics.model import RobotModel
+from rnea_controller.errors import ModelError
+
+REPLACEMENT = '\ufffd'  # what rclpy decodes invalid UTF-8 bytes to
+
+
+def check_names(names):
+    """ValueError if a name is not valid UTF-8 or appears twice."""
+    for k, name in enumerate(names):
+        if REPLACEMENT in name:
+            raise ValueError(f'name {k} ({name!r}) is not valid UTF-8')
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f'joint names {twice} appear more than once')
+
+
+class JointStateInput:
+    """The newest valid joint state of the model's joints: q [rad], qd [rad/s], its arrival
+    time [s] (perf_counter) and whether it carried velocities."""
+
+    def __init__(self, joint_names):
+        n = len(joint_names)
+        self.joint_names = list(joint_names)
+        self.q, self.qd = np.zeros(n), np.zeros(n)
+        self.time = -math.inf
+        self.valid = False
+        self.measured_velocity = False
+        self._names, self._index = None, None
+        self._previous = None  # (stamp [s], q) for the finite difference
+
+    def take(self, msg, velocity_source='auto'):
+        """Take a JointState whole, or raise ValueError saying what is wrong with it."""
+        names = msg.name
+        if names != self._names:
+            check_names(names)
+            self._index = self._model_index(names)
+            self._names = list(names)
+        position = np.frombuffer(msg.position, np.float64) if len(msg.position) else np.zeros(0)
+        velocity = np.frombuffer(msg.velocity, np.float64) if len(msg.velocity) else None
+        n = len(names)
+        if len(position) != n or (velocity is not None and len(velocity) != n):
+            raise ValueError(f'{len(position)} positions and {len(msg.velocity)} velocities for '
+                             f'{n} names (velocities may also be empty)')
+        q = position[self._index]
+        qd = velocity[self._index] if velocity is not None else None
+        if not (math.isfinite(q.sum()) and (qd is None or math.isfinite(qd.sum()))):
+            raise ValueError('non-finite position or velocity of a model joint')
+        if qd is None and velocity_source == 'measured':
+            raise ValueError('no velocities, and velocity_source is measured')
+        self._store(q, qd, velocity_source, msg.header.stamp)
+
+    def _model_index(self, names):
+        position = {name: i for i, name in enumerate(names)}
+        missing = [j for j in self.joint_names if j not in position]
+        if missing:
+            raise ValueError(f'joints {missing} of the model are missing')
+        return np.array([position[j] for j in self.joint_names], dtype=np.intp)
+
+    def _store(self, q, qd, velocity_source, stamp):
+        now = time.perf_counter()
+        t = stamp.sec + 1e-9 * stamp.nanosec if stamp.sec or stamp.nanosec else now
+        if qd is None or velocity_source == 'estimated':
+            qd = self._finite_difference(t, q)  # issue 12 (timing) replaces this estimate
+        self._previous = (t, q.copy())
+        self.q[:], self.qd[:] = q, qd
+        self.measured_velocity = velocity_source != 'estimated' and qd is not None
+        self.time, self.valid = now, True
+
+    def _finite_difference(self, t, q):
+        """(q - q_prev) / (t - t_prev) [rad/s]; zero without a usable previous state."""
+        if self._previous is None or not t > self._previous[0]:
+            return np.zeros_like(q) if self._previous is None else self.qd.copy()
+        t0, q0 = self._previous
+        return (q - q0) / (t - t0)
+
+
+def trajectory_arrays(msg):
+    """(names, times [s], positions, velocities, accelerations) of a JointTrajectory, cheaply:
+    one pass over the points; each point's arrays are passed as they are (array.array rows),
+    for `plan_arrays` to check and stack in numpy."""
+    points = msg.points
+    times = np.fromiter((p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
+                         for p in points), np.float64, len(points))
+    rows = [[getattr(p, field) for p in points]
+            for field in ('positions', 'velocities', 'accelerations')]
+    velocities, accelerations = (row if any(len(r) for r in row) else None for row in rows[1:])
+    return list(msg.joint_names), times, rows[0], velocities, accelerations
+
+
+def plan_trajectory(msg, cfg, current, now, start):
+    """The reference replacing the current one: msg checked and planned from `current`."""
+    names, times, positions, velocities, accelerations = trajectory_arrays(msg)
+    check_names(names)
+    return plan_arrays(names, times, positions, velocities, accelerations,
+                       joint_names=cfg.joints,
+                       position_limits=cfg.model.position_limits[cfg.index], current=current,
+                       now=now, start_time=start, allow_partial=cfg.allow_partial)
+
+
+def wrench(msg, model):
+    """{frame_id: [fx, fy, fz, mx, my, mz]} of a WrenchStamped, or ValueError / ModelError."""
+    f, m = msg.wrench.force, msg.wrench.torque
+    w = np.array([f.x, f.y, f.z, m.x, m.y, m.z])
+    model.link_frame(msg.header.frame_id)
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f'non-finite wrench {w.tolist()}')
+    return {msg.header.frame_id: w}
+
+
+def model_from_description(urdf):
+    """The RobotModel of a URDF text, checked by the dynamics layer (UrdfError / ModelError
+    saying what is wrong); the node also needs every effort limit finite and positive: the
+    published torque is clamped to them."""
+    model = RobotModel.from_urdf_string(urdf)
+    bad = [j for j, x in zip(model.joint_names, model.effort_limits, strict=True)
+           if not (x > 0 and math.isfinite(x))]
+    if bad:
+        raise ModelError(f'joints {bad}: effort limit missing, not finite or not positive')
+    lower, upper = model.position_limits.T
+    if np.any(lower > upper):
+        raise ModelError('a joint has a lower position limit above its upper one')
+    return model
+

@@ -1,0 +1,94 @@
+"""The controller's ROS parameters, from the one table (control/parameters.py).
+
+`declare_global` and `declare_joints` declare every parameter with a ParameterDescriptor made
+from its table entry (description with unit, range as ROS ranges, change rule as
+additional_constraints). `refusal` applies what the table says about WHEN a parameter may
+change, and refuses a request naming one parameter twice. The node's on-set callback
+(`ControllerNode._on_set_parameters`) then validates the whole set of values with
+`validate_parameters` and hands the new config to the tick, which swaps it in at its start.
+"""
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.parameter import Parameter
+
+from rnea_controller.control.parameters import (
+    GLOBAL,
+    JOINT,
+    joint_of_parameter,
+    PER_JOINT,
+    spec_of,
+)
+
+_UNSET_TYPES = {'double': Parameter.Type.DOUBLE, 'string_array': Parameter.Type.STRING_ARRAY,
+                'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING}
+
+
+def descriptor(spec):
+    """The ParameterDescriptor of a table entry (ranges for int and double scalars)."""
+    unit = f' [{spec.unit}]' if spec.unit else ''
+    constraints = '; '.join(x for x in (spec.bounds_text(), f'changes: {spec.change}') if x)
+    result = ParameterDescriptor(description=spec.description + unit,
+                                 additional_constraints=constraints)
+    if spec.kind == 'int' and spec.low is not None:
+        result.integer_range = [IntegerRange(from_value=int(spec.low), to_value=int(spec.high),
+                                             step=1)]
+    elif spec.kind == 'double' and spec.low is not None:
+        result.floating_point_range = [FloatingPointRange(
+            from_value=float(spec.low), to_value=float(spec.high))]
+    return result
+
+
+def _declare(node, name, spec):
+    if not node.has_parameter(name):
+        value = _UNSET_TYPES[spec.kind] if spec.default is None else spec.default
+        node.declare_parameter(name, value, descriptor(spec))
+
+
+def declare_global(node):
+    """Declare every parameter of the table that is not per joint."""
+    for spec in GLOBAL:
+        _declare(node, spec.name, spec)
+
+
+def declare_joints(node, joints):
+    """Declare the per-joint parameters (gains.<joint>.p ...) of these joints."""
+    for joint in joints:
+        for spec in PER_JOINT:
+            _declare(node, spec.name.replace(JOINT, joint), spec)
+
+
+def values(node, joints, changes=()):
+    """{name: value} of the table's parameters (unset: None), per-joint ones of `joints` only,
+    with the requested `changes` (rclpy Parameters) applied."""
+    names = [spec.name for spec in GLOBAL]
+    names += [spec.name.replace(JOINT, joint) for joint in joints for spec in PER_JOINT]
+    result = {name: value(node, name) for name in names if node.has_parameter(name)}
+    for parameter in changes:
+        if joint_of_parameter(parameter.name) in (None, *joints):
+            result[parameter.name] = parameter.value
+    return result
+
+
+def value(node, name):
+    """A declared parameter's value; None if it is unset."""
+    return node.get_parameter_or(name, Parameter(name, value=None)).value
+
+
+def refusal(parameters, configured, running):
+    """Why this change may not happen now (table change rules, a name twice), or None."""
+    names = [p.name for p in parameters]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        return f'{twice} named more than once in one request: refused whole'
+    rules = {}
+    for name in names:
+        try:
+            rules[name] = spec_of(name)[0].change
+        except KeyError:
+            rules[name] = 'always'  # not ours (use_sim_time, ...)
+    frozen = sorted(n for n, rule in rules.items() if rule == 'unconfigured')
+    if configured and frozen:
+        return f'{frozen} can only change while unconfigured'
+    inactive = sorted(n for n, rule in rules.items() if rule == 'inactive')
+    if running and inactive:
+        return f'{", ".join(inactive)} can only change while inactive'
+    return None

@@ -1,0 +1,74 @@
+"""Process set-up of the controller: executor, real-time priority, CPU affinity, signals.
+
+`--executor events|single` (default events: rclpy's EventsExecutor, about half the CPU of the
+SingleThreadedExecutor at 1 kHz, see bench/bench_node.py); `--realtime-priority N` (SCHED_FIFO
+for every thread of the process, default 50 as ros2_control's controller manager, 0 = off;
+without the privilege it warns once and runs with the default scheduler); `--cpu-affinity CPU
+[CPU ...]` (bind the process, DDS threads included, to these cores, as ros2_control_node's
+`cpu_affinity`). SIGINT and SIGTERM only set a flag: the spin loop stops between callbacks.
+"""
+import os
+import signal
+import sys
+
+import rclpy
+
+STOP = []
+
+
+def make_executor(kind):
+    """'events': rclpy.experimental.EventsExecutor (default); 'single': SingleThreadedExecutor."""
+    if kind == 'events':
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor()
+    return rclpy.executors.SingleThreadedExecutor()
+
+
+def _threads():
+    """Ids of this process's threads (those already started, e.g. by numpy's BLAS, too)."""
+    return [int(tid) for tid in os.listdir('/proc/self/task')]
+
+
+def set_realtime_priority(priority):
+    """SCHED_FIFO at `priority` for this process: its threads now and those created later."""
+    try:
+        for tid in _threads():
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, ValueError) as error:
+        print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
+              'running with the default scheduler', file=sys.stderr)
+
+
+def set_cpu_affinity(cpus):
+    """Bind this process (its threads now and later) to `cpus`; SystemExit if it can't."""
+    try:
+        for tid in _threads():
+            os.sched_setaffinity(tid, cpus)
+    except (OSError, ValueError) as error:
+        allowed = sorted(os.sched_getaffinity(0))
+        raise SystemExit(f'controller: --cpu-affinity {" ".join(map(str, cpus))}: {error} '
+                         f'(this process may use CPUs {allowed})') from None
+
+
+def _request_stop(signum, frame):
+    """SIGINT/SIGTERM: ask the spin loop to stop (no exception inside a callback)."""
+    STOP.append(signum)
+
+
+def install_signal_handlers():
+    signal.signal(signal.SIGINT, _request_stop)
+    signal.signal(signal.SIGTERM, _request_stop)
+
+
+def add_arguments(parser):
+    """The process options of `rnea-controller` (see the module doc)."""
+    parser.add_argument('--executor', choices=('events', 'single'), default='events',
+                        help='rclpy executor (default: events, lower CPU; see bench_node.py)')
+    parser.add_argument('--realtime-priority', type=int, default=50, metavar='N',
+                        help='SCHED_FIFO priority N (1-99) for the control loop, as '
+                             "ros2_control's controller manager (thread_priority 50); default "
+                             '50; 0: default scheduler. Without the privilege (CAP_SYS_NICE or '
+                             'an rtprio limit) it says so once and runs normally')
+    parser.add_argument('--cpu-affinity', type=int, nargs='+', metavar='CPU',
+                        help="bind the process, DDS threads included, to these CPU cores, as "
+                             "ros2_control_node's cpu_affinity (default: not bound)")

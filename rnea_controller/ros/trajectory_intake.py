@@ -1,0 +1,86 @@
+"""`~/joint_trajectory` taken off the control thread.
+
+rclpy builds a Python object per trajectory point when it deserializes a JointTrajectory
+(10,000 points: several hundred ms on a loaded 2-core machine), and that happens in the
+executor that runs the subscription. So the topic is subscribed by a helper node
+(`<node>_trajectory`, no global ROS arguments, the topic spelled out under the controller's
+name) spun by its own executor in its own thread: deserialization and planning
+(`inputs.plan_trajectory`, numpy on whole arrays) run there, and the tick only swaps the
+planned trajectory in (O(1)), if the reference it was planned from is still the current
+one. The interpreter's switch interval is shortened so that the tick gets the GIL back within
+about half a millisecond.
+"""
+import sys
+import threading
+import time
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from trajectory_msgs.msg import JointTrajectory
+
+from rnea_controller.errors import TrajectoryError
+from rnea_controller.ros import inputs
+
+SWITCH_INTERVAL = 0.0005  # [s] the GIL is handed over at least this often
+
+
+class TrajectoryIntake:
+    """Receives and plans trajectories in its own thread; `swap_in()` is called by the tick."""
+
+    def __init__(self, controller):
+        self.controller = controller
+        self.pending = None  # (planned trajectory, the trajectory it was planned from, msg)
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        base = controller.get_fully_qualified_name().rstrip('/')
+        self.node = rclpy.create_node(controller.get_name() + '_trajectory',
+                                      namespace=controller.get_namespace(),
+                                      context=controller.context, use_global_arguments=False)
+        self.node.create_subscription(JointTrajectory, base + '/joint_trajectory',
+                                      self._on_trajectory, 10)
+        self.executor = SingleThreadedExecutor(context=controller.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        try:
+            self.executor.spin()
+        except Exception:  # noqa: BLE001 (shutdown while spinning)
+            pass
+
+    def _on_trajectory(self, msg):
+        """Plan from the current reference, or refuse with the reason (logged, counted)."""
+        node = self.controller
+        try:
+            based_on = node.trajectory
+            if node.mode in ('unconfigured', 'inactive', 'finished') or based_on is None:
+                raise TrajectoryError(f'controller is {node.mode}: no trajectory accepted')
+            now = node._seconds(node._now_ns())
+            stamp = msg.header.stamp
+            start = None if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
+                stamp.sec * 1_000_000_000 + stamp.nanosec)
+            t0 = time.perf_counter()
+            planned = inputs.plan_trajectory(msg, node.config, based_on.sample(now), now, start)
+        except (TrajectoryError, ValueError, TypeError) as error:
+            return node._reject('joint_trajectory', error)
+        self.pending = (planned, based_on, len(msg.points), now, time.perf_counter() - t0)
+
+    def swap_in(self):
+        """At the start of a tick: the planned trajectory replaces the reference it was planned
+        from; if the reference changed meanwhile (a stale state, an action goal), refused."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        planned, based_on, count, now, seconds = pending
+        node = self.controller
+        if node.trajectory is not based_on:
+            return node._reject('joint_trajectory', 'the reference changed while it was '
+                                'planned (stale state or another trajectory): send it again')
+        node.trajectory = planned
+        node.get_logger().info(f'trajectory accepted: {count} points, ends in '
+                               f'{planned.end_time - now:.3f} s (intake {seconds * 1e3:.2f} ms)')
+
+    def destroy(self):
+        self.executor.shutdown(1.0)
+        self.thread.join(1.0)
+        self.node.destroy_node()

@@ -1,0 +1,302 @@
+"""The FollowJointTrajectory action and ~/controller_state of the real node, over DDS.
+
+A real rclpy ActionClient in this process talks to `rnea-controller` as a subprocess.
+Oracles: joint_trajectory_controller's result codes and strings (ros2_controllers kilted), the
+MuJoCo arm of `rnea-sim` for the goal that must be reached, and for the others a measured state
+held constant by the feeder process (an arm that does not move: a path or a goal can then be
+missed on purpose, and "holds the measured position" is checked on ~/reference).
+"""
+import math
+import threading
+import time
+
+from action_msgs.msg import GoalStatus
+from builtin_interfaces.msg import Duration
+from conftest import console_script, Processes, wait_for
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
+import numpy as np
+import pytest
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState
+from state_feeder import StateFeeder
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from rnea_controller import default_urdf_path, RobotModel
+
+pytestmark = pytest.mark.integration
+
+MODEL = RobotModel.from_urdf_file(default_urdf_path())
+JOINTS = list(MODEL.joint_names)
+Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
+PARAMS = """/**:
+  ros__parameters:
+    state_timeout: 0.5
+"""
+Result = FollowJointTrajectory.Result
+
+
+def duration(seconds):
+    sec = math.floor(seconds)
+    return Duration(sec=sec, nanosec=round((seconds - sec) * 1e9))
+
+
+def goal_of(points, names=JOINTS, path=None, goal=None, goal_time=0.0, stamp=None):
+    """A Goal from (t [s], positions, velocities) points; tolerances as {joint: position}."""
+    trajectory = JointTrajectory(joint_names=list(names), points=[
+        JointTrajectoryPoint(positions=[float(x) for x in p], velocities=[float(x) for x in v],
+                             time_from_start=duration(t)) for t, p, v in points])
+    if stamp is not None:
+        trajectory.header.stamp.sec = stamp
+    request = FollowJointTrajectory.Goal(trajectory=trajectory,
+                                         goal_time_tolerance=duration(goal_time))
+    request.path_tolerance = [JointTolerance(name=j, position=x) for j, x in (path or {}).items()]
+    request.goal_tolerance = [JointTolerance(name=j, position=x) for j, x in (goal or {}).items()]
+    return request
+
+
+def move(q0, delta, duration_s):
+    """Two points: halfway moving, then at rest at q0 + delta."""
+    zero = np.zeros(len(q0))
+    return [(duration_s / 2, q0 + delta / 2, delta / duration_s), (duration_s, q0 + delta, zero)]
+
+
+class Client:
+    """This process's node: the action client, ~/controller_state, ~/reference, /joint_states."""
+
+    def __init__(self, context=None):
+        self.node = rclpy.create_node('test_action_client', context=context)
+        self.lock = threading.Lock()
+        self.feedback, self.states, self.references, self.joint_states = [], [], [], []
+        self.action = ActionClient(self.node, FollowJointTrajectory,
+                                   '/rnea_controller/follow_joint_trajectory')
+        self.node.create_subscription(JointTrajectoryControllerState,
+                                      '/rnea_controller/controller_state',
+                                      self._keep(self.states), 100)
+        self.node.create_subscription(JointState, '/rnea_controller/reference',
+                                      self._keep(self.references), 100)
+        self.node.create_subscription(JointState, '/joint_states', self._keep(self.joint_states),
+                                      10)
+        self.topic = self.node.create_publisher(JointTrajectory,
+                                                '/rnea_controller/joint_trajectory', 10)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _keep(self, store):
+        def keep(msg):
+            with self.lock:
+                store.append(msg)
+                del store[:-2000]
+        return keep
+
+    def latest(self, store, timeout=5.0):
+        assert wait_for(lambda: store, timeout)
+        with self.lock:
+            return store[-1]
+
+    def send(self, request, timeout=30.0):
+        """Send a goal; returns its handle once the server answered (accepted or not)."""
+        assert self.action.wait_for_server(timeout_sec=20.0), 'no action server'
+        future = self.action.send_goal_async(request, feedback_callback=self._keep(self.feedback))
+        assert wait_for(future.done, timeout), 'no answer to the goal'
+        return future.result()
+
+    def result(self, handle, timeout=15.0):
+        future = handle.get_result_async()
+        assert wait_for(future.done, timeout), 'no result'
+        return future.result()
+
+    def close(self):
+        self.executor.shutdown(5.0)
+        self.action.destroy()
+        self.node.destroy_node()
+
+
+@pytest.fixture(scope='module')
+def fed(tmp_path_factory):
+    """The controller with a constant measured state Q0 (a still arm)."""
+    tmp = tmp_path_factory.mktemp('action')
+    (tmp / 'params.yaml').write_text(PARAMS)
+    procs = Processes(tmp)
+    proc = procs.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
+                        '--ros-args', '--params-file', str(tmp / 'params.yaml')])
+    rclpy.init()
+    feeder = StateFeeder()
+    client = None
+    try:
+        feeder.set(JOINTS, Q0, np.zeros(6))
+        client = Client()
+        assert client.action.wait_for_server(timeout_sec=90.0), procs.output(proc)
+        yield client, procs, proc
+    finally:
+        if client is not None:
+            client.close()
+        feeder.close()
+        procs.close()
+        rclpy.shutdown()
+
+
+def reference_holds(client, q, seconds=0.3):
+    """Every ~/reference over `seconds` (after a settling pause) is q at rest."""
+    time.sleep(0.2)
+    with client.lock:
+        client.references.clear()
+    time.sleep(seconds)
+    refs = client.references[:]
+    assert refs, 'no reference published'
+    for ref in refs:
+        np.testing.assert_allclose(ref.position, q, atol=1e-9)
+        np.testing.assert_allclose(ref.velocity, 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize('change, reason', [
+    (lambda g: g.trajectory.joint_names.__setitem__(0, 'nope'), "joint 'nope' is not a contr"),
+    (lambda g: g.trajectory.points.clear(), 'trajectory has no points'),
+    (lambda g: setattr(g.trajectory, 'joint_names', JOINTS[:5]), 'lacks joints'),
+    (lambda g: setattr(g.trajectory.points[1], 'time_from_start', duration(0.5)),
+     'is not after point 0'),
+    (lambda g: g.trajectory.points[1].velocities.__setitem__(2, 0.5),
+     "last point of joint 'elbow_joint' is not zero"),
+    (lambda g: g.trajectory.points[0].positions.__setitem__(1, float('nan')), 'is nan'),
+    (lambda g: g.trajectory.points[0].positions.__setitem__(2, 4.0), 'outside its limits'),
+    (lambda g: setattr(g.trajectory.header.stamp, 'sec', 1000), 'in the past'),
+    (lambda g: g.multi_dof_trajectory.joint_names.append('x'), 'multi_dof_trajectory'),
+])
+def test_invalid_goals_are_rejected_with_the_reason_in_the_log(fed, change, reason):
+    client, procs, proc = fed
+    request = goal_of(move(Q0, np.full(6, 0.1), 1.0))
+    change(request)
+    handle = client.send(request)
+    assert not handle.accepted
+    assert wait_for(lambda: reason in procs.output(proc), 3.0), procs.output(proc)[-2000:]
+
+
+def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
+    client, _, _ = fed
+    with client.lock:
+        client.feedback.clear()
+    out_and_back = [(0.5, Q0 + 0.2, np.zeros(6)), (1.0, Q0, np.zeros(6))]
+    sent = time.monotonic()
+    handle = client.send(goal_of(out_and_back, goal=dict.fromkeys(JOINTS, 0.01), goal_time=2.0))
+    assert handle.accepted
+    result = client.result(handle)
+    assert time.monotonic() - sent >= 1.0
+    assert result.status == GoalStatus.STATUS_SUCCEEDED, result.result.error_string
+    assert (result.result.error_code, result.result.error_string) == (
+        Result.SUCCESSFUL, 'Goal successfully reached!')
+    with client.lock:
+        feedback = [f.feedback for f in client.feedback]
+    assert len(feedback) >= 10, len(feedback)  # 20 Hz for 1 s
+    assert all(list(f.joint_names) == JOINTS for f in feedback)
+    assert [f.index for f in feedback] == sorted(f.index for f in feedback)
+    assert {f.index for f in feedback} >= {0, 1}
+    peak = max(feedback, key=lambda f: f.desired.positions[0])
+    assert peak.desired.positions[0] > Q0[0] + 0.1  # the reference went out and came back
+    np.testing.assert_allclose(peak.actual.positions, Q0, atol=1e-12)
+    np.testing.assert_allclose(peak.error.positions, np.subtract(peak.desired.positions, Q0),
+                               atol=1e-12)
+    reference_holds(client, Q0)
+
+
+def test_path_tolerance_violation_aborts_and_holds_the_measured_position(fed):
+    client, _, _ = fed
+    handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0), path={JOINTS[1]: 0.05}))
+    assert handle.accepted
+    result = client.result(handle)
+    assert result.status == GoalStatus.STATUS_ABORTED
+    assert (result.result.error_code, result.result.error_string) == (
+        Result.PATH_TOLERANCE_VIOLATED, 'Aborted due to path tolerance violation')
+    reference_holds(client, Q0)
+
+
+def test_a_goal_that_cannot_settle_fails_after_goal_time(fed):
+    client, _, _ = fed
+    client.feedback.clear()
+    sent = time.monotonic()
+    handle = client.send(goal_of(move(Q0, np.full(6, 0.05), 0.4), goal={JOINTS[0]: 0.01},
+                                 goal_time=0.6))
+    assert handle.accepted
+    result = client.result(handle)
+    elapsed = time.monotonic() - sent
+    assert result.status == GoalStatus.STATUS_ABORTED
+    assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
+    assert result.result.error_string.startswith('Aborted due to goal_time_tolerance exceeding')
+    assert elapsed >= 1.0, f'ended after {elapsed:.3f} s, before end + goal_time (1.0 s)'
+    reference_holds(client, Q0)
+
+
+def test_cancel_ends_canceled_and_holds(fed):
+    client, _, _ = fed
+    handle = client.send(goal_of(move(Q0, np.full(6, 0.3), 3.0)))
+    assert handle.accepted
+    time.sleep(0.5)
+    cancel = handle.cancel_goal_async()
+    assert wait_for(cancel.done, 5.0)
+    assert len(cancel.result().goals_canceling) == 1
+    assert client.result(handle).status == GoalStatus.STATUS_CANCELED
+    reference_holds(client, Q0)
+
+
+def test_a_new_goal_preempts_the_running_one(fed):
+    client, _, _ = fed
+    first = client.send(goal_of(move(Q0, np.full(6, 0.3), 3.0)))
+    time.sleep(0.3)
+    second = client.send(goal_of(move(Q0, np.full(6, -0.1), 3.0)))
+    assert first.accepted and second.accepted
+    result = client.result(first)
+    assert result.status == GoalStatus.STATUS_ABORTED
+    assert (result.result.error_code, result.result.error_string) == (
+        Result.INVALID_GOAL, 'Current goal preempted by new incoming action.')
+    cancel = second.cancel_goal_async()
+    assert wait_for(cancel.done, 5.0)
+    assert client.result(second).status == GoalStatus.STATUS_CANCELED
+
+
+def test_a_topic_trajectory_aborts_the_running_goal(fed):
+    client, _, _ = fed
+    handle = client.send(goal_of(move(Q0, np.full(6, 0.3), 3.0)))
+    assert handle.accepted
+    time.sleep(0.3)
+    client.topic.publish(goal_of([(0.5, Q0, np.zeros(6))]).trajectory)
+    result = client.result(handle)
+    assert result.status == GoalStatus.STATUS_ABORTED
+    assert result.result.error_code == Result.INVALID_GOAL
+    assert 'joint_trajectory' in result.result.error_string
+    time.sleep(0.5)  # the topic's trajectory is followed, to its last point Q0
+    reference_holds(client, Q0)
+
+
+def test_controller_state_agrees_with_the_feedback(fed):
+    client, _, _ = fed
+    with client.lock:
+        client.feedback.clear()
+        client.states.clear()
+    handle = client.send(goal_of(move(Q0, np.full(6, 0.2), 1.5)))
+    assert handle.accepted
+    time.sleep(1.0)
+    with client.lock:
+        feedback = [f.feedback for f in client.feedback]
+        states = client.states[:]
+    client.result(handle)  # default goal tolerances: stopped velocity only, so it succeeds
+    assert len(feedback) >= 10 and len(states) >= 25, (len(feedback), len(states))
+    for msg in states:
+        assert list(msg.joint_names) == JOINTS
+        np.testing.assert_allclose(msg.feedback.positions, Q0, atol=1e-12)
+        np.testing.assert_allclose(np.subtract(msg.reference.positions, msg.feedback.positions),
+                                   msg.error.positions, atol=1e-12)
+        assert len(msg.reference.accelerations) == 6
+        assert np.all(np.abs(msg.output.effort) <= MODEL.effort_limits + 1e-9)
+    by_stamp = {(m.header.stamp.sec, m.header.stamp.nanosec): m for m in states}
+    pairs = [(f, by_stamp[(f.header.stamp.sec, f.header.stamp.nanosec)]) for f in feedback
+             if (f.header.stamp.sec, f.header.stamp.nanosec) in by_stamp]
+    for f, s in pairs:  # the same tick's snapshot: the same numbers
+        assert list(f.joint_names) == list(s.joint_names)
+        assert list(f.desired.positions) == list(s.reference.positions)
+        assert list(f.actual.velocities) == list(s.feedback.velocities)
+        assert list(f.error.positions) == list(s.error.positions)
+    indices = [f.index for f in feedback]
+    assert indices == sorted(indices) and indices[0] == 0 and indices[-1] >= 1

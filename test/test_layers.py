@@ -1,0 +1,113 @@
+"""The layers hold: the core (dynamics, control) never imports rclpy nor the ROS-side layers.
+
+Each module is imported in a fresh interpreter, which then reports whether rclpy (or any
+`rclpy.*`) is in sys.modules; and every import statement of the core's sources is parsed (ast)
+and checked against the layers it may not reach (ros, sim, analysis, tools). Public functions
+of the core carry type hints (ruff's ANN rules check partly typed ones; this checks all).
+"""
+import ast
+import importlib
+import inspect
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / 'rnea_controller'
+CORE = ('dynamics', 'control')
+GLUE = ('ros', 'sim', 'analysis', 'tools')
+
+
+def core_modules():
+    """Dotted names of rnea_controller, its top-level modules and every module of the core."""
+    names = ['rnea_controller', 'rnea_controller.errors']
+    for layer in CORE:
+        names += [f'rnea_controller.{layer}' + ('' if path.stem == '__init__' else f'.{path.stem}')
+                  for path in sorted((PACKAGE / layer).glob('*.py'))]
+    return names
+
+
+def test_the_core_has_modules_to_check():
+    modules = core_modules()
+    assert {'rnea_controller.dynamics.rnea', 'rnea_controller.control.trajectory',
+            'rnea_controller.control.law'} <= set(modules)
+
+
+@pytest.mark.parametrize('module', core_modules())
+def test_importing_the_core_never_imports_rclpy(module):
+    probe = (f'import sys, {module}\n'
+             "print(sorted(m for m in sys.modules if m == 'rclpy' or m.startswith('rclpy.')))")
+    result = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == '[]', f'{module} imports {result.stdout.strip()}'
+
+
+def imported_names(path, package=None):
+    """(line, module) of every import in a source file, relative imports made absolute."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = package or '.'.join(path.relative_to(PACKAGE.parent).parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                base = '.'.join(package.split('.')[:len(package.split('.')) - node.level + 1]
+                                + ([base] if base else []))
+            yield from ((node.lineno, f'{base}.{alias.name}') for alias in node.names)
+
+
+@pytest.mark.parametrize('layer', CORE)
+def test_the_core_imports_no_ros_side_layer(layer):
+    forbidden = tuple(f'rnea_controller.{glue}' for glue in GLUE) + ('rclpy',)
+    found = [f'{path.relative_to(PACKAGE.parent)}:{line} imports {name}'
+             for path in sorted((PACKAGE / layer).glob('*.py'))
+             for line, name in imported_names(path)
+             if any(name == f or name.startswith(f + '.') for f in forbidden)]
+    assert not found, '\n'.join(found)
+
+
+def test_the_import_parser_sees_imports_of_every_form(tmp_path):
+    """The check above can fail: each form of import of a forbidden layer is found."""
+    sample = tmp_path / 'probe.py'
+    sample.write_text('import rnea_controller.ros.node\nfrom rnea_controller.sim import plant\n'
+                      'from ..analysis import bagio\nfrom . import spatial\n'
+                      'def f():\n    import rclpy\n')
+    names = [name for _, name in imported_names(sample, 'rnea_controller.dynamics')]
+    assert names == ['rnea_controller.ros.node', 'rnea_controller.sim.plant',
+                     'rnea_controller.analysis.bagio', 'rnea_controller.dynamics.spatial',
+                     'rclpy']
+
+
+@pytest.mark.parametrize('module', [m for m in core_modules()
+                                    if m.startswith('rnea_controller.dynamics')]
+                         + ['rnea_controller.control.trajectory'])
+def test_public_functions_of_the_core_carry_type_hints(module):
+    """Every public function and method defined in the module: arguments and return annotated."""
+    loaded = importlib.import_module(module)
+    missing = []
+    for name, function in public_functions(loaded):
+        signature = inspect.signature(function)
+        unannotated = [p for p in signature.parameters.values()
+                       if p.annotation is p.empty and p.name not in ('self', 'cls')]
+        if unannotated or (signature.return_annotation is signature.empty
+                           and function.__name__ != '__init__'):
+            missing.append(f'{module}.{name}')
+    assert not missing, f'without type hints: {missing}'
+
+
+def public_functions(module):
+    """(qualified name, function) of public functions and methods defined in `module`."""
+    for name, item in vars(module).items():
+        if name.startswith('_') or getattr(item, '__module__', None) != module.__name__:
+            continue
+        if inspect.isclass(item):
+            for attribute, member in vars(item).items():
+                function = getattr(member, '__func__', member)  # classmethod, staticmethod
+                function = getattr(function, 'fget', function)  # property
+                if inspect.isfunction(function) and not attribute.startswith('_'):
+                    yield f'{name}.{attribute}', function
+        elif inspect.isfunction(item) or hasattr(item, 'py_func'):  # numba's njit
+            yield name, getattr(item, 'py_func', item)
