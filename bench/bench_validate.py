@@ -12,6 +12,8 @@ and peak resident memory (getrusage maxrss). Side by side, in the same run:
 - peer "load all": the naive approach, every message deserialized and kept until the end
   (1 and 2.5 minutes only: its memory grows linearly, which is the point).
 Targets (issue 5): the 10-minute bag validated in ≤ 60 s; memory growing less than linearly.
+For the 10-minute bag also `validate_bag(identify=True)` (issue 13: payload and friction fit);
+the identification's time is its difference from the plain validation.
 """
 import json
 from pathlib import Path
@@ -50,13 +52,16 @@ def generate(minutes):
     return path
 
 
-def child_validate(bag, out):
+def child_validate(bag, out, identify=False):
     from rnea_controller.analysis.validate import validate_bag
     start = time.perf_counter()
-    result = validate_bag(bag, out, progress=False)
+    result = validate_bag(bag, out, progress=False, identify=identify)
     elapsed = time.perf_counter() - start
+    payload = result.report.get('identification', {}).get('payload', {})
     return {'seconds': elapsed, 'payload_kg': result.report['residual']['payload_kg'],
-            'gaps': result.report['loop']['gap_count']}
+            'gaps': result.report['loop']['gap_count'],
+            'delay_ms': result.report['delay']['overall']['tau_ms'],
+            'identified_kg': payload.get('mass')}
 
 
 def child_rosbags(bag):
@@ -109,7 +114,9 @@ def peak_rss_mb():
 
 
 def child_main(kind, bag):
-    result = {'validate': lambda: child_validate(bag, CACHE / f'{Path(bag).name}_report'),
+    out = CACHE / f'{Path(bag).name}_report'
+    result = {'validate': lambda: child_validate(bag, out),
+              'identify': lambda: child_validate(bag, out, identify=True),
               'rosbags': lambda: child_rosbags(bag),
               'load_all': lambda: child_load_all(bag),
               'generate': lambda: {'path': str(generate(float(bag)))}}[kind]()
@@ -135,7 +142,13 @@ def main():
               f'{peer["seconds"] / ours["seconds"]:4.2f}x'
               + (f' | load-all peak {naive["maxrss_mb"]:6.0f} MB' if naive else ''))
         print(f'       estimated payload {ours["payload_kg"]:.3f} kg (true 2.000), '
-              f'{ours["gaps"]} gap(s) found (1 set)')
+              f'{ours["gaps"]} gap(s) found (1 set), effective delay {ours["delay_ms"]:.2f} ms '
+              '(true 0)')
+    identified = measure('identify', bag_path(MINUTES[-1]))
+    print(f'  {MINUTES[-1]:>4g} min with --identify: {identified["seconds"]:6.2f} s, '
+          f'identification {identified["seconds"] - rows[-1][2]["seconds"]:+.2f} s '
+          f'(peak RSS {identified["maxrss_mb"]:.0f} MB); payload {identified["identified_kg"]:.3f}'
+          ' kg (true 2.000)')
     return _verdict(rows)
 
 

@@ -20,6 +20,8 @@ import pytest
 import rclpy
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from state_feeder import StateFeeder
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -66,8 +68,8 @@ def move(q0, delta, duration_s):
 class Client:
     """This process's node: the action client, ~/controller_state, ~/reference, /joint_states."""
 
-    def __init__(self):
-        self.node = rclpy.create_node('test_action_client')
+    def __init__(self, context=None):
+        self.node = rclpy.create_node('test_action_client', context=context)
         self.lock = threading.Lock()
         self.feedback, self.states, self.references, self.joint_states = [], [], [], []
         self.action = ActionClient(self.node, FollowJointTrajectory,
@@ -81,7 +83,7 @@ class Client:
                                       10)
         self.topic = self.node.create_publisher(JointTrajectory,
                                                 '/rnea_controller/joint_trajectory', 10)
-        self.executor = SingleThreadedExecutor()
+        self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
@@ -98,7 +100,7 @@ class Client:
         with self.lock:
             return store[-1]
 
-    def send(self, request, timeout=10.0):
+    def send(self, request, timeout=30.0):
         """Send a goal; returns its handle once the server answered (accepted or not)."""
         assert self.action.wait_for_server(timeout_sec=20.0), 'no action server'
         future = self.action.send_goal_async(request, feedback_callback=self._keep(self.feedback))
@@ -175,6 +177,33 @@ def test_invalid_goals_are_rejected_with_the_reason_in_the_log(fed, change, reas
     assert wait_for(lambda: reason in procs.output(proc), 3.0), procs.output(proc)[-2000:]
 
 
+def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
+    client, _, _ = fed
+    with client.lock:
+        client.feedback.clear()
+    out_and_back = [(0.5, Q0 + 0.2, np.zeros(6)), (1.0, Q0, np.zeros(6))]
+    sent = time.monotonic()
+    handle = client.send(goal_of(out_and_back, goal=dict.fromkeys(JOINTS, 0.01), goal_time=2.0))
+    assert handle.accepted
+    result = client.result(handle)
+    assert time.monotonic() - sent >= 1.0
+    assert result.status == GoalStatus.STATUS_SUCCEEDED, result.result.error_string
+    assert (result.result.error_code, result.result.error_string) == (
+        Result.SUCCESSFUL, 'Goal successfully reached!')
+    with client.lock:
+        feedback = [f.feedback for f in client.feedback]
+    assert len(feedback) >= 10, len(feedback)  # 20 Hz for 1 s
+    assert all(list(f.joint_names) == JOINTS for f in feedback)
+    assert [f.index for f in feedback] == sorted(f.index for f in feedback)
+    assert {f.index for f in feedback} >= {0, 1}
+    peak = max(feedback, key=lambda f: f.desired.positions[0])
+    assert peak.desired.positions[0] > Q0[0] + 0.1  # the reference went out and came back
+    np.testing.assert_allclose(peak.actual.positions, Q0, atol=1e-12)
+    np.testing.assert_allclose(peak.error.positions, np.subtract(peak.desired.positions, Q0),
+                               atol=1e-12)
+    reference_holds(client, Q0)
+
+
 def test_path_tolerance_violation_aborts_and_holds_the_measured_position(fed):
     client, _, _ = fed
     handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0), path={JOINTS[1]: 0.05}))
@@ -199,6 +228,34 @@ def test_a_goal_that_cannot_settle_fails_after_goal_time(fed):
     assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
     assert result.result.error_string.startswith('Aborted due to goal_time_tolerance exceeding')
     assert elapsed >= 1.0, f'ended after {elapsed:.3f} s, before end + goal_time (1.0 s)'
+    reference_holds(client, Q0)
+
+
+def test_constraints_parameters_are_the_default_tolerances(fed):
+    """JTC's constraints.* parameters apply to a goal that brings no tolerances of its own."""
+    client, _, _ = fed
+    parameters = AsyncParameterClient(client.node, 'rnea_controller')
+
+    def set_parameters(**values):
+        future = parameters.set_parameters([Parameter(n.replace('__', '.'), value=v)
+                                            for n, v in values.items()])
+        assert wait_for(future.done, 10.0)
+        assert all(r.successful for r in future.result().results), future.result().results
+
+    set_parameters(constraints__goal_time=0.4, constraints__shoulder_pan_joint__goal=0.01)
+    try:
+        handle = client.send(goal_of(move(Q0, np.full(6, 0.05), 0.4)))
+        assert handle.accepted
+        result = client.result(handle)
+        assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
+        set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
+                       constraints__elbow_joint__trajectory=0.02)
+        handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0)))
+        result = client.result(handle)
+        assert result.result.error_code == Result.PATH_TOLERANCE_VIOLATED
+    finally:
+        set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
+                       constraints__elbow_joint__trajectory=0.0)
     reference_holds(client, Q0)
 
 

@@ -10,7 +10,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from rnea_controller.errors import BagError
-from rnea_controller.tools.record import BagRecorder, newest_typestore
+from rnea_controller.tools.record import BagRecorder, fresh_path, newest_typestore
 
 TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState',
           '/robot_description': 'std_msgs/msg/String'}
@@ -57,3 +57,41 @@ def test_refuses_to_overwrite_a_bag(tmp_path):
     (tmp_path / 'bag').mkdir()
     with pytest.raises(BagError, match='exists already'):
         BagRecorder(tmp_path / 'bag', TOPICS)
+
+
+def test_a_fresh_folder_is_chosen_next_to_an_existing_one(tmp_path):
+    assert fresh_path(tmp_path / 'bag') == tmp_path / 'bag'
+    (tmp_path / 'bag').mkdir()
+    (tmp_path / 'bag-1').mkdir()
+    assert fresh_path(tmp_path / 'bag') == tmp_path / 'bag-2'
+
+
+@pytest.mark.integration
+def test_the_recorder_program_never_dies_on_an_existing_folder(tmp_path):
+    """`python -m rnea_controller.tools.record` under a namespace, as demo.launch.py runs it."""
+    import signal
+    import subprocess
+    import sys
+    (tmp_path / 'bag').mkdir()
+    proc = subprocess.Popen([sys.executable, '-m', 'rnea_controller.tools.record', '-o',
+                             str(tmp_path / 'bag'), 'joint_states', '--ros-args', '-r',
+                             '__ns:=/arm9'], stdout=subprocess.PIPE, text=True)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('record_source', context=context)
+    states = node.create_publisher(JointState, '/arm9/joint_states', 10)
+    try:
+        assert wait_for(lambda: states.get_subscription_count() == 1, 60.0)
+        for k in range(50):
+            states.publish(JointState(name=['a'], position=[float(k)]))
+            time.sleep(0.002)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+    assert proc.returncode == 0 and 'recording into' in out and 'bag-1' in out, out
+    with Reader(tmp_path / 'bag-1') as reader:
+        assert [c.topic for c in reader.connections] == ['/arm9/joint_states']
+        assert reader.message_count == 50

@@ -163,3 +163,59 @@ def test_bad_file_and_missing_listener_exit_1_with_a_message(tmp_path):
                            '--topic', '/nobody/listens'],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and 'no subscriber on /nobody/listens' in done.stderr
+
+
+@pytest.mark.integration
+def test_ros_arguments_as_launch_appends_them_move_the_topic(tmp_path):
+    good = write(tmp_path, 'good.yaml', YAML)
+    done = subprocess.run([console_script('rnea-send-trajectory'), str(good), '--wait', '0.5',
+                           '--ros-args', '-r', '__ns:=/nobody', '-r', '__node:=sender'],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert 'no subscriber on /nobody/rnea_controller/joint_trajectory' in done.stderr
+
+
+@pytest.fixture
+def lifecycle_controller():
+    """A lifecycle node named rnea_controller under /lc (unconfigured), spun in a thread."""
+    from rclpy.lifecycle import LifecycleNode
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = LifecycleNode('rnea_controller', namespace='/lc', context=context)
+    received = []
+    node.create_subscription(JointTrajectory, 'rnea_controller/joint_trajectory',
+                             received.append, 10)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield node, received
+    executor.shutdown(timeout_sec=1.0)
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+@pytest.mark.integration
+def test_wait_active_sends_only_to_an_active_controller(tmp_path, lifecycle_controller):
+    node, received = lifecycle_controller
+    good = write(tmp_path, 'good.yaml', YAML)
+    command = [console_script('rnea-send-trajectory'), str(good), '--wait-active', '--wait',
+               '2', '--ros-args', '-r', '__ns:=/lc']
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and 'its state: unconfigured' in done.stderr, done.stderr
+    assert received == []
+    node.trigger_configure()
+    node.trigger_activate()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert wait_for(lambda: len(received) == 1, 5.0)
+
+
+@pytest.mark.integration
+def test_wait_active_without_a_controller_says_so():
+    done = subprocess.run([console_script('rnea-send-trajectory'), '--demo', '--wait-active',
+                           '--wait', '1', '--ros-args', '-r', '__ns:=/nobody'],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert 'controller /nobody/rnea_controller is not active within 1 s (its state: no ' \
+           'get_state service)' in done.stderr, done.stderr

@@ -1,15 +1,24 @@
-"""control/timing.py without ROS: each piece against an analytic value or a simulated stream.
+"""control/timing.py: each piece without ROS, then the real node on the real simulator's stream.
 
 Oracles: the discrete filter's transfer function and a sinusoid's exact derivative; a stream of
 arrivals simulated with a known period, drift and jitter; Taylor's formula for the prediction.
 """
 import math
+import threading
 
+from builtin_interfaces.msg import Duration
+from conftest import console_script, stamp, wait_for
+from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.timing import (
     LatencyEstimator,
+    LoopTiming,
     parse_latency,
     PhaseLock,
     predict,
@@ -54,8 +63,8 @@ def test_velocity_estimate_with_jitter_and_drops_follows_a_ramp():
     t = np.cumsum(rng.uniform(1.7e-3, 2.3e-3, 500))
     t = t[rng.uniform(size=t.size) > 0.1]
     estimator = VelocityEstimator(2, 100.0)
-    for stamp in t:
-        qd = estimator.update(np.array([0.3 * stamp, -2.0 * stamp]), stamp)
+    for s in t:
+        qd = estimator.update(np.array([0.3 * s, -2.0 * s]), s)
     np.testing.assert_allclose(qd, [0.3, -2.0], rtol=1e-9)
     with pytest.raises(ValueError, match='cut-off must be finite and > 0 Hz, got 0'):
         VelocityEstimator(1, 0.0)
@@ -124,8 +133,8 @@ def test_latency_is_the_next_cycle_after_the_command_arrives():
 def test_latency_of_a_500_hz_stream_uses_the_loop_period_and_ignores_drops():
     estimator = LatencyEstimator(1e-3)
     stamps = np.arange(0.0, 2.0, 2e-3)
-    for stamp in np.delete(stamps, np.arange(5, len(stamps), 7)):  # one in 7 lost
-        estimator.on_state(stamp, stamp + 1e-4)
+    for s in np.delete(stamps, np.arange(5, len(stamps), 7)):  # one in 7 lost
+        estimator.on_state(s, s + 1e-4)
     assert estimator.stream_period == pytest.approx(2e-3, rel=1e-6)
     assert estimator.latency(1.0 + 0.4e-3, 1.0) == pytest.approx(1e-3)
 
@@ -144,3 +153,110 @@ def test_latency_parameter_values():
     assert parse_latency('0.002') == 0.002
     with pytest.raises(ValueError):
         parse_latency('soon')
+
+
+# --- over DDS: the real controller on the real simulator's stream --------------------------
+
+class Probe:
+    """Joint states, references and the controller's diagnostics; a trajectory publisher."""
+
+    def __init__(self):
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node('timing_probe', context=self.context)
+        self.states, self.references, self.diagnostics = [], [], []
+        self.node.create_subscription(JointState, '/joint_states', self.states.append, 100)
+        self.node.create_subscription(JointState, '/rnea_controller/reference',
+                                      self.references.append, 1000)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diagnostic, 10)
+        self.trajectories = self.node.create_publisher(
+            JointTrajectory, '/rnea_controller/joint_trajectory', 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _diagnostic(self, msg):
+        for status in msg.status:
+            if status.name == 'rnea_controller: control loop':
+                self.diagnostics.append({kv.key: kv.value for kv in status.values})
+
+    def send(self, names, start, goal, seconds):
+        end = Duration(sec=int(seconds), nanosec=int(seconds % 1 * 1e9))
+        self.trajectories.publish(JointTrajectory(joint_names=list(names), points=[
+            JointTrajectoryPoint(positions=list(start), time_from_start=Duration()),
+            JointTrajectoryPoint(positions=list(goal), velocities=[0.0] * len(goal),
+                                 time_from_start=end)]))
+
+    def close(self):
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def probe():
+    p = Probe()
+    yield p
+    p.close()
+
+
+def start_arm(processes, *sim_parameters):
+    sim = processes.start([console_script('rnea-sim'), '--ros-args',
+                           *[a for p in sim_parameters for a in ('-p', p)]])
+    controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
+                                  '0'])
+    return sim, controller
+
+
+@pytest.mark.integration
+def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(processes, probe):
+    sim, controller = start_arm(processes, 'publish_velocity:=false')
+    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
+        processes.output(sim) + processes.output(controller))
+    assert len(probe.states[-1].velocity) == 0
+    start = np.array(probe.references[-1].position)
+    goal = start + np.array([0.2, -0.15, 0.1, 0.0, 0.0, 0.0])
+    probe.send(probe.references[-1].name, start, goal, 2.0)
+    assert wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0), (
+        processes.output(controller)[-3000:])
+    assert wait_for(lambda: np.allclose(probe.states[-1].position, goal, atol=2e-3), 5.0), (
+        np.array(probe.states[-1].position) - goal)
+    assert 'joint velocities: estimated from positions' in processes.output(controller)
+    assert wait_for(lambda: probe.diagnostics and
+                    probe.diagnostics[-1]['velocity source'] == 'estimated', 5.0)
+
+
+@pytest.mark.integration
+def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
+    sim, controller = start_arm(processes, 'publish_rate:=500.0', 'publish_jitter:=0.0003')
+    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
+        processes.output(sim) + processes.output(controller))
+    assert wait_for(lambda: len(probe.diagnostics) >= 3, 10.0)
+    # the stream: 2 ms between stamps (this Python subscriber may miss some on a loaded machine)
+    steps = np.diff([stamp(m) for m in probe.states[-200:]])
+    assert np.percentile(steps, 10) == pytest.approx(2e-3, abs=1e-4)
+    # the loop ticks at its own rate, not the stream's (generous: a loaded machine drops ticks)
+    rates = [float(d['loop rate [Hz]']) for d in probe.diagnostics[1:]]
+    assert np.median(rates) > 700.0, rates
+    assert 0 < float(probe.diagnostics[-1]['latency [ms]']) < 5
+
+
+def test_loop_timing_estimates_velocities_of_a_positions_only_stream_and_predicts():
+    timing = LoopTiming(2, 1e-3, velocity_source='auto', cutoff=100.0)
+    assert timing.horizon(1.0) is None  # no state yet: nothing to predict from
+    for k in range(200):  # 1 kHz, stamps on this clock, 0.1 ms transit, q = (t, -2 t)
+        stamp_ns = 1_000_000_000_000 + k * 1_000_000
+        qd = timing.on_state(np.array([1.0, -2.0]) * stamp_ns * 1e-9, np.zeros(0), stamp_ns,
+                             stamp_ns + 100_000, stamp_ns * 1e-9)
+    assert timing.estimating and timing.lag == pytest.approx(1.64e-3, rel=0.01)
+    np.testing.assert_allclose(qd, [1.0, -2.0], rtol=1e-6)
+    # published 0.5 ms after the newest stamp: the command acts at the next 1 ms cycle
+    assert timing.horizon(stamp_ns * 1e-9 + 0.5e-3) == pytest.approx(1e-3)
+    # a state stamped far from its arrival (another clock, or zero): its arrival stands for it
+    timing.on_state(np.zeros(2), np.zeros(2), 0, stamp_ns + 2_000_000, 0.0)
+    assert timing.stamp_ns == stamp_ns + 2_000_000 and timing.unstamped == 1
+    fixed = LoopTiming(2, 1e-3, latency=0.004, velocity_source='measured')
+    assert fixed.on_state(np.zeros(2), np.ones(2), 5, 5, 0.0).tolist() == [1.0, 1.0]
+    assert fixed.horizon(0.0) == 0.004 and not fixed.estimating
+    assert LoopTiming(2, 1e-3, latency='off').horizon(1.0) is None

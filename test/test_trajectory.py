@@ -269,6 +269,7 @@ def test_the_first_broken_rule_is_reported_as_point_by_point(points, message):
     (([[1.0]], np.zeros((1, 3))), r'times must be one value per point, got shape \(1, 1\)'),
     (([1.0], np.zeros((1, 2))), 'point 0: positions has 2 values, expected 3'),
     (([1.0], [('a', 'b', 'c')]), 'positions must be numbers'),
+    (([1.0, 2.0], np.zeros(2)), 'positions must be one row of numbers per point'),
     (([], np.zeros((0, 3))), 'trajectory has no points'),
 ])
 def test_arrays_that_do_not_fit_the_points_are_refused(arguments, message):

@@ -172,3 +172,49 @@ def test_without_measured_effort_the_model_checks_cannot_pass(tmp_path, model):
     assert result.report['residual']['payload_kg'] is None
     assert 'estimated payload: - (no measured effort in the joint states)' in result.table()
     assert result.failures == ['|estimated payload|: nan kg (limit 1 kg)']
+
+
+def test_effective_delay_of_a_lagging_run(tmp_path, model):
+    """q(t) = q_ref(t - 2.1 ms) + noise: the validator finds 2.1 ms ± 0.05 on every joint."""
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits, duration=4.0,
+                   delay=2.1e-3)
+    run.q += np.random.default_rng(5).normal(0, 5e-5, run.q.shape)
+    bag = write_run(tmp_path / 'lagging', run, default_urdf_path().read_text())
+    result = validate_bag(bag, tmp_path / 'out', progress=False)
+    delay = result.report['delay']
+    assert delay['overall']['tau_ms'] == pytest.approx(2.1, abs=0.05)
+    for name in model.joint_names:
+        assert delay['joints'][name]['tau_ms'] == pytest.approx(2.1, abs=0.05), name
+        assert delay['joints'][name]['rms_shifted'] == pytest.approx(5e-5, rel=0.1)
+    assert result.passed, result.failures
+    line = f"effective delay: {delay['overall']['tau_ms']:.2f} ms over all joints"
+    assert line in result.table() and line in result.files['markdown'].read_text()
+    report = json.loads(result.files['json'].read_text())
+    assert report['delay']['overall']['tau_ms'] == pytest.approx(2.1, abs=0.05)
+    assert result.files['delay_plot'].read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def _idle_bag(path, model, reference_moves):
+    """Joint states at rest; the reference at rest too, or moving as in a normal run."""
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits, duration=1.0)
+    run.q[:] = run.q_d[0]
+    run.qd[:] = 0.0
+    if not reference_moves:
+        run.q_d[:] = run.q_d[0]
+    return write_run(path, run, default_urdf_path().read_text(), storage='sqlite3')
+
+
+def test_a_run_without_commanded_motion_cannot_pass(tmp_path, model):
+    out = _cli(_idle_bag(tmp_path / 'idle', model, False), '-o', tmp_path / 'out',
+               '--no-plots')
+    assert out.returncode == 1, out.stderr
+    assert 'FAIL no motion commanded: the reference moves 0 mrad at most' in out.stdout
+
+
+def test_an_arm_that_does_not_follow_cannot_pass(tmp_path, model):
+    result = validate_bag(_idle_bag(tmp_path / 'still', model, True), tmp_path / 'out',
+                          progress=False, plots=False)
+    assert not result.passed
+    assert len(result.failures) == model.n
+    assert all('the arm does not follow the reference: it moves 0 mrad' in f
+               for f in result.failures)

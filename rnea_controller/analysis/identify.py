@@ -17,11 +17,15 @@ The residual of the model, r = tau_meas - RNEA(q, qd, qdd), is explained by
 qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase Savitzky-Golay, decimated).
 Memory is bounded: only AᵀA, Aᵀb, bᵀb and the row count are accumulated.
 
-A parameter is "not identifiable from this motion" when its column is not excited (zero norm),
-when it lies in a direction the motion does not excite (singular value of the column-scaled
-regressor below `MIN_SINGULAR` of the largest), or, for the mass and the friction
-coefficients, when its standard error exceeds its estimate (the node's default, 0, is then as
-good). A centre-of-mass component is judged by excitation only: 0 ± its error is a finding.
+A parameter is "not identifiable from this motion" when
+- its column is not excited: a joint's friction needs its filtered velocity to have an RMS of
+  `MIN_SPEED` and tanh(qd / w) an RMS of `MIN_TANH` (the joint moved, both ways, faster than
+  w most of the time), not sensor noise around zero; a payload column must not be zero;
+- it lies in a direction the motion does not excite: a singular value of the column-scaled
+  regressor below `MIN_SINGULAR` of the largest (the fit's condition number at most 100);
+- or its standard error exceeds its estimate. A parameter whose true value is 0 may land here;
+  it is then left out of the parameters file, and the node's default, 0, applies. A negative
+  mass or friction coefficient is not physical and left out likewise.
 Standard errors: σ² diag((AᵀA)⁻¹), σ² = SSE / (rows - parameters); the com's by the delta
 method from those of m and h.
 """
@@ -33,10 +37,15 @@ import yaml
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.dynamics import spatial
 from rnea_controller.dynamics.rnea import rnea
+from rnea_controller.errors import ModelError
 
 PAYLOAD = ('mass', 'h_x', 'h_y', 'h_z')
 INERTIA = ('I_xx', 'I_xy', 'I_xz', 'I_yy', 'I_yz', 'I_zz')
-MIN_SINGULAR = 1e-4
+MIN_SINGULAR = 1e-2
+MIN_SPEED = 0.05  # [rad/s] RMS of a joint's velocity to fit its viscous friction
+MIN_TANH = 0.5  # RMS of tanh(qd / w) to fit its Coulomb friction
+MAX_COM_DISTANCE = 1.0  # [m] beyond, a "point mass" is noise: its inertia is not carried
+NEGATIVE = 'negative, not physical'
 DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
 
 
@@ -65,8 +74,11 @@ def _inertia(theta):
 
 
 def point_mass_inertia(m, h):
-    """(I_xx, I_xy, I_xz, I_yy, I_yz, I_zz) about the link origin of a point mass m at h / m."""
-    if m <= 0:
+    """(I_xx, I_xy, I_xz, I_yy, I_yz, I_zz) about the link origin of a point mass m at h / m.
+
+    Zero when m ≤ 0 or the com is farther than MAX_COM_DISTANCE (an estimate from noise).
+    """
+    if m <= 0 or np.linalg.norm(h) > MAX_COM_DISTANCE * m:
         return np.zeros(6)
     I = spatial.skew(h) @ spatial.skew(h).T / m
     return I[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
@@ -77,6 +89,9 @@ class PayloadRegressor:
 
     def __init__(self, model, link):
         body, R, p = model.link_frame(link)
+        if body < 0:
+            raise ModelError(f"link '{link}' is part of the fixed base: a payload there loads "
+                             'no joint')
         self.model = model
         self.unit_models = []
         for unit in unit_inertias():
@@ -140,11 +155,20 @@ class Identification:
                      self.width)
 
 
-def _excited(G, candidates):
-    """Indices of `candidates` the motion excites: nonzero columns, then, while the scaled
-    Gram matrix has a singular value below MIN_SINGULAR × the largest, the parameter with the
-    largest share of that direction is dropped. Returns (kept, condition number)."""
-    kept = [i for i in candidates if G[i, i] > 1e-12 * max(np.trace(G), 1e-300)]
+def _column_floor(p):
+    """Least RMS of each column over the samples for it to count as excited."""
+    floor = np.full(p, 1e-9)
+    floor[10::2] = MIN_SPEED
+    floor[11::2] = MIN_TANH
+    return floor
+
+
+def _excited(G, candidates, samples):
+    """Indices of `candidates` the motion excites: columns above their floor, then, while the
+    scaled Gram matrix has a singular value below MIN_SINGULAR × the largest, the parameter
+    with the largest share of that direction is dropped. Returns (kept, condition number)."""
+    rms = np.sqrt(np.diag(G) / max(samples, 1))
+    kept = [i for i in candidates if rms[i] >= _column_floor(len(G))[i]]
     while kept:
         d = np.sqrt(np.diag(G)[kept])
         C = G[np.ix_(kept, kept)] / np.outer(d, d)
@@ -167,6 +191,9 @@ def _fixed_point(G, g, kept, iterations=50):
         theta[inertia] = point_mass_inertia(theta[0], theta[1:4]) if 0 in kept else 0.0
         if np.allclose(theta, previous, rtol=1e-12, atol=1e-15):
             break
+    if not np.isfinite(theta).all():  # no fixed point: the plain fit, I_O = 0
+        theta = np.zeros(len(g))
+        theta[kept] = np.linalg.solve(G[np.ix_(kept, kept)], g[kept])
     return theta
 
 
@@ -180,7 +207,8 @@ def solve(G, g, bb, samples, model, link, names, width):
     """
     rows = samples * model.n
     candidates = [0, 1, 2, 3] + list(range(10, len(g)))
-    kept, cond = _excited(G, candidates) if rows > len(candidates) else ([], float('nan'))
+    kept, cond = (_excited(G, candidates, samples) if rows > len(candidates)
+                  else ([], float('nan')))
     theta = _fixed_point(G, g, kept) if kept else np.zeros(len(g))
     sse = max(bb - 2 * theta @ g + theta @ G @ theta, 0.0)
     dof = max(rows - len(kept), 1)
@@ -188,11 +216,12 @@ def solve(G, g, bb, samples, model, link, names, width):
     if kept:
         cov[np.ix_(kept, kept)] = sse / dof * np.linalg.inv(G[np.ix_(kept, kept)])
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    positive = [0] + list(range(10, len(g)))  # mass and friction coefficients
     params = {}
     for i in candidates:
         reason = ('not excited by this motion' if i not in kept else
-                  'standard error larger than the estimate'
-                  if std[i] > abs(theta[i]) and i not in (1, 2, 3) else None)
+                  'standard error larger than the estimate' if std[i] > abs(theta[i]) else
+                  NEGATIVE if theta[i] < 0 and i in positive else None)
         params[names[i]] = {'estimate': float(theta[i]) if i in kept else None,
                             'std_error': float(std[i]) if i in kept else None,
                             'identifiable': reason is None, 'reason': reason}

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+MAX_HORIZON = 0.1  # [s] the longest prediction (a state this old is stale long before)
+
 
 class VelocityEstimator:
     """qd [rad/s] from positions q [rad] and stamps t [s]: a first-order low-pass filter of
@@ -195,3 +197,62 @@ def predict(q, qd, qdd, dt, lag=0.0, out=None):
     out[0] = q + out[1] * dt + 0.5 * qdd * dt * dt
     out[1] += qdd * dt
     return out
+
+
+class LoopTiming:
+    """The node's timing in one object: its state callback calls `on_state`, its tick
+    `next_period` (phase lock) and `horizon` (latency compensation).
+
+    phase_lock: bool; latency: 'auto', 'off' or a fixed L [s]; velocity_source: 'auto'
+    (measured when the state has velocities, else estimated), 'measured' or 'estimated';
+    cutoff: the velocity filter's [Hz]; period: the loop's [s].
+    """
+
+    def __init__(self, n, period, phase_lock=True, latency='auto', velocity_source='auto',
+                 cutoff=100.0):
+        self.period = period
+        self.phase_lock = PhaseLock(period) if phase_lock else None
+        self.latency = latency
+        self.estimator = LatencyEstimator(period)
+        self.velocity = VelocityEstimator(n, cutoff)
+        self.velocity_source = velocity_source
+        self.estimating = None  # decided by the first state: True, False
+        self.lag = 0.0  # of the velocity in use [s]
+        self.stamp_ns = 0  # of the newest state [ns]
+        self.unstamped = 0  # states whose stamp was zero or more than 1 s from their arrival
+
+    def on_state(self, q, qd, stamp_ns, arrival_ns, tick_clock):
+        """A state: positions q [rad], velocities qd [rad/s] (empty: none), stamp [ns],
+        arrival [ns] on the stamps' clock and [s] on the tick's clock. A stamp that is zero or
+        more than 1 s away from the arrival is not usable: the arrival stands for it.
+        Returns the velocity to use [rad/s]."""
+        if self.estimating is None:
+            self.estimating = self.velocity_source == 'estimated' or (
+                self.velocity_source == 'auto' and len(qd) == 0)
+        if abs(arrival_ns - stamp_ns) > 1_000_000_000:
+            stamp_ns = arrival_ns
+            self.unstamped += 1
+        self.stamp_ns = stamp_ns
+        stamp = stamp_ns * 1e-9
+        self.estimator.on_state(stamp, arrival_ns * 1e-9)
+        if self.phase_lock is not None:
+            self.phase_lock.on_state(tick_clock)
+        if self.estimating:
+            qd = self.velocity.update(q, stamp)
+            self.lag = self.velocity.lag
+        return qd
+
+    def next_period(self, tick_clock):
+        """The timer period [s] to set now, or None without phase lock."""
+        return None if self.phase_lock is None else self.phase_lock.next_period(tick_clock)
+
+    def horizon(self, publish):
+        """L [s] from the newest state's stamp to its command's effect for a command published
+        at `publish` [s] (stamps' clock), at most MAX_HORIZON; None when compensation is off
+        or no state was taken yet."""
+        if self.latency == 'off' or self.stamp_ns == 0:
+            return None
+        if self.latency == 'auto':
+            return min(self.estimator.latency(publish, self.stamp_ns * 1e-9), MAX_HORIZON)
+        self.estimator.mean = self.latency
+        return self.latency

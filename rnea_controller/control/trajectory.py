@@ -197,7 +197,10 @@ def _rows(field, rows, N, n):
     if isinstance(rows, np.ndarray) and rows.ndim == 2:
         lengths = np.full(rows.shape[0], rows.shape[1], dtype=np.intp)
     else:
-        lengths = np.fromiter(map(len, rows), dtype=np.intp, count=len(rows))
+        try:
+            lengths = np.fromiter(map(len, rows), dtype=np.intp, count=len(rows))
+        except TypeError:
+            raise TrajectoryError(f'{field} must be one row of numbers per point') from None
     if len(lengths) != N:
         raise TrajectoryError(f'{field} has {len(lengths)} rows for {N} points')
     present = lengths == n

@@ -4,9 +4,9 @@ The FollowJointTrajectory action server and the JointTrajectoryControllerState p
 ControllerNode run on their own rclpy node (`<node>_action`, no global ROS arguments, entity
 names spelled out under the controller's name) spun by their own executor in their own thread,
 so that no control tick waits on a goal's validation, feedback or result. The tick touches this
-module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the node's
-own `plan`, from the reference the node had at that instant, exactly as the topic path does),
-and `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
+module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the topic
+path's own `inputs.plan_trajectory`, from the reference the node had at that instant), and
+`leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
 (a seqlock: the reader retries a torn copy) from which feedback and controller_state are built.
 
 Semantics (ros2_controllers kilted, joint_trajectory_controller.cpp; rules in control/goal.py):
@@ -19,6 +19,7 @@ node dropping the trajectory (stale joint states), ends the goal ABORTED with IN
 the reason; deactivation ends it as JTC ("Current goal cancelled during deactivate
 transition."). controller_state is published at `state_publish_rate` [Hz].
 """
+import sys
 import threading
 import time
 
@@ -32,17 +33,14 @@ from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from rnea_controller.control import goal as rules
-from rnea_controller.control.trajectory import plan, Trajectory, TrajectoryPoint
+from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import TrajectoryError
+from rnea_controller.ros import inputs
 
 Result = FollowJointTrajectory.Result
-
-
-def points_of(msg):
-    """trajectory_msgs/JointTrajectory points as TrajectoryPoint (time_from_start in [s])."""
-    return [TrajectoryPoint(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
-                            tuple(p.positions), tuple(p.velocities), tuple(p.accelerations))
-            for p in msg.points]
+#: [s] longest time the tick's thread waits for the GIL held by this thread (Python's default,
+#: 5 ms, is five control periods); see bench/bench_action.py.
+SWITCH_INTERVAL = 2e-4
 
 
 class Goal:
@@ -61,13 +59,15 @@ class Goal:
 
 
 class TrajectoryActionServer:
-    """The action server and state publisher of `controller` (a configured ControllerNode)."""
+    """The action server and state publisher of `controller` (an active ControllerNode).
+
+    values: its parameter values, for the rates; the tolerances' defaults are read from
+    `controller.config.values` at each goal (constraints.* may change at any time).
+    """
 
     def __init__(self, controller, values):
         self.controller = controller
-        cfg = controller.config
-        self.joints = list(cfg.joints)
-        self.defaults = rules.default_tolerances(values, self.joints)
+        self.joints = list(controller.config.joints)
         base = controller.get_fully_qualified_name().rstrip('/')
         self.node = rclpy.create_node(controller.get_name() + '_action',
                                       namespace=controller.get_namespace(),
@@ -85,6 +85,7 @@ class TrajectoryActionServer:
         self.node.create_timer(1.0 / _rate(values, 'action_monitor_rate', 20.0), self._monitor)
         self.node.create_timer(1.0 / _rate(values, 'state_publish_rate', 50.0),
                                self._publish_state)
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self.executor = SingleThreadedExecutor(context=controller.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, name='action', daemon=True)
@@ -126,24 +127,25 @@ class TrajectoryActionServer:
         return None
 
     def _plan(self, msg):
-        """Validate the goal's trajectory and plan it from the node's reference now (the
-        topic's `plan`). Returns (trajectory, based_on, absolute point times [s])."""
-        node, cfg = self.controller, self.controller.config
-        if node._timer is None or node.trajectory is None:
+        """Validate the goal's trajectory and plan it from the node's reference now, with the
+        topic's own `inputs.plan_trajectory`. Returns (trajectory, based_on, absolute point
+        times [s])."""
+        node = self.controller
+        based_on = node.trajectory
+        if node._timer is None or based_on is None:
             raise TrajectoryError(f'controller is {node.mode}: no goal accepted')
-        points = points_of(msg)
+        points = msg.points
         rules.check_goal_trajectory(msg.joint_names, points[-1].velocities if points else (),
                                     False)
         now = node._seconds(node._now_ns())
         stamp = msg.header.stamp
-        start = now if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
+        start = None if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
             stamp.sec * 1_000_000_000 + stamp.nanosec)
-        based_on = node.trajectory
-        trajectory = plan(list(msg.joint_names), points, joint_names=cfg.joints,
-                          position_limits=cfg.model.position_limits[cfg.index],
-                          current=based_on.sample(now), now=now, start_time=start,
-                          allow_partial=cfg.allow_partial)
-        return trajectory, based_on, [start + p.time_from_start for p in points]
+        trajectory = inputs.plan_trajectory(msg, node.config, based_on.sample(now), now, start)
+        start = now if start is None else start
+        times = [start + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
+                 for p in points]
+        return trajectory, based_on, times
 
     def _on_goal(self, request):
         """Validate as JTC (plus finite values and position limits): ACCEPT or REJECT."""
@@ -163,8 +165,9 @@ class TrajectoryActionServer:
         self._planned = None
         if self._active is not None:
             self._active.end('abort', rules.INVALID_GOAL, rules.PREEMPTED_TEXT)
+        defaults = rules.default_tolerances(self.controller.config.values, self.joints)
         tolerances, reason = rules.goal_tolerances(
-            self.defaults, self.joints,
+            defaults, self.joints,
             [(t.name, t.position, t.velocity, t.acceleration) for t in request.path_tolerance],
             [(t.name, t.position, t.velocity, t.acceleration) for t in request.goal_tolerance],
             request.goal_time_tolerance.sec + request.goal_time_tolerance.nanosec * 1e-9)

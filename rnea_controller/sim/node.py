@@ -42,6 +42,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
+import rclpy.exceptions
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -275,12 +276,20 @@ class SimNode(Node):
         return [self.plant.joint_names[i] for i in self.order]
 
     def _physics_loop(self):
+        """The physics thread; it ends quietly when Ctrl-C shuts the context under it."""
+        try:
+            self._run_physics()
+        except (RuntimeError, rclpy.exceptions.InvalidHandle):
+            if self.running and self.context.ok():
+                raise
+
+    def _run_physics(self):
         """Step at t0 + k·dt of the wall clock; catch up when late, drop lag beyond a bound;
         publish each state when its (jittered) publication time comes."""
         dt = self.config.plant.timestep
         t0, k = time.time(), 0
         self._next_sample = t0  # the next instant a state is sampled for publication [s]
-        while self.running and rclpy.ok():
+        while self.running and self.context.ok():
             due = int((time.time() - t0) / dt)
             if due - k > self.config.max_catch_up:
                 self._skip(due - k - 1, dt)
@@ -288,27 +297,31 @@ class SimNode(Node):
                 self._next_sample = t0 + k * dt
             self.counts['late steps'] += max(0, due - k - 1)
             self._take_commands()
-            state = None
+            snapshot = None
             while k < due:
                 self._step(t0 + k * dt)  # the step [t_k, t_k+1] under the command due at t_k
                 k += 1
                 if t0 + k * dt >= self._next_sample - 1e-9:
-                    state = self._sample(t0 + k * dt)
-            if state is not None:  # after catching up: only the newest state
-                self._outbox.append(state)
+                    snapshot = self._snapshot(t0 + k * dt)
+            if snapshot is not None:  # after catching up: only the newest state
+                self._outbox.append(self._sample(*snapshot))
             self._publish_due()
             wake = t0 + (k + 1) * dt
             if self._outbox:
                 wake = min(wake, self._outbox[0][0])
             time.sleep(max(0.0, wake - time.time()))
 
-    def _sample(self, t):
-        """The state at time t [s], as a (publication time, message) pair."""
-        cfg = self.config
+    def _snapshot(self, t):
+        """(t, q, qd, applied effort) now, a state due for publication at time t [s]."""
         while self._next_sample <= t + 1e-9:  # the publish grid t0 + j·period, never behind
-            self._next_sample += cfg.publish_period
+            self._next_sample += self.config.publish_period
+        return t, self.plant.q, self.plant.qd, self.plant.applied.copy()
+
+    def _sample(self, t, q, qd, effort):
+        """(publication time [s], JointState stamped t [s]) of a snapshot."""
+        cfg = self.config
         delay = self.rng.uniform(0.0, cfg.publish_jitter) if cfg.publish_jitter > 0 else 0.0
-        return t + delay, self._state_msg(t)
+        return t + delay, self._state_msg(t, q, qd, effort)
 
     def _publish_due(self):
         now = time.time()
@@ -343,17 +356,16 @@ class SimNode(Node):
             self.get_logger().info('commands received: applying them')
         self.status = status
 
-    def _state_msg(self, t):
-        """The measured joint state now, stamped t [s]."""
-        q, qd = measure(self.plant.q, self.plant.qd, self.rng, self.config.position_noise,
-                        self.config.velocity_noise)
+    def _state_msg(self, t, q, qd, effort):
+        """The measured joint state of true q, qd and the applied effort, stamped t [s]."""
+        q, qd = measure(q, qd, self.rng, self.config.position_noise, self.config.velocity_noise)
         msg = JointState()
         msg.header.stamp.sec = int(t)
         msg.header.stamp.nanosec = int((t - int(t)) * 1e9)
         msg.name = list(self.plant.joint_names)
         msg.position = q.tolist()
         msg.velocity = qd.tolist() if self.config.publish_velocity else []
-        msg.effort = self.plant.applied.tolist()
+        msg.effort = effort.tolist()
         return msg
 
     def publish_diagnostics(self):

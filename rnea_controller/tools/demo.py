@@ -51,6 +51,9 @@ def parse_args(argv):
     parser.add_argument('--output', type=Path, metavar='DIR',
                         help='output directory (default ./demo_output/<timestamp>)')
     parser.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    parser.add_argument('--via-action', action='store_true',
+                        help='send the motion as a FollowJointTrajectory goal (not on the topic) '
+                             'and show its result code')
     args = parser.parse_args(argv)
     if args.duration < 3.0:
         parser.error(f'--duration must be at least 3 s, got {args.duration}')
@@ -170,8 +173,12 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
         time.sleep(0.05)
 
 
-def send_demo_motion(monitor, model, duration):
-    """Publish the demo motion about the current desired position (no step at the start)."""
+def send_demo_motion(monitor, model, duration, via_action=False):
+    """Publish the demo motion about the current desired position (no step at the start).
+
+    via_action: send it as a FollowJointTrajectory goal instead; returns the future of its
+    goal handle (None on the topic).
+    """
     from rnea_controller.tools.send_trajectory import demo_centre, demo_motion, to_message
     centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
     waypoints = demo_motion(model.joint_names, centre, model.velocity_limits,
@@ -182,8 +189,41 @@ def send_demo_motion(monitor, model, duration):
         if time.monotonic() > deadline:
             raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
         time.sleep(0.02)
+    if via_action:
+        return send_goal(monitor, to_message(waypoints))
     monitor.trajectory_pub.publish(to_message(waypoints))
     monitor.stop_watching()
+    return None
+
+
+def send_goal(monitor, trajectory):
+    """Send `trajectory` to rnea_controller/follow_joint_trajectory; the goal handle's future."""
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionClient
+    client = ActionClient(monitor.node, FollowJointTrajectory,
+                          'rnea_controller/follow_joint_trajectory')
+    if not client.wait_for_server(timeout_sec=10.0):
+        raise DemoError('no action server rnea_controller/follow_joint_trajectory')
+    monitor.stop_watching()
+    return client.send_goal_async(FollowJointTrajectory.Goal(trajectory=trajectory))
+
+
+def show_result(goal, timeout=5.0):
+    """Print the result code of the goal sent by `send_goal`."""
+    deadline = time.monotonic() + timeout
+    while not goal.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not goal.done() or not goal.result().accepted:
+        print('action: the goal was not accepted (see controller.log)')
+        return
+    result = goal.result().get_result_async()
+    while not result.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if result.done():
+        print(f'action result: error_code {result.result().result.error_code} '
+              f'{result.result().result.error_string!r}')
+    else:
+        print('action: no result yet (the goal is still running)')
 
 
 def run_with_progress(seconds, monitor, processes, label):
@@ -234,9 +274,11 @@ def run(args):
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
         motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
-        send_demo_motion(monitor, model, motion)
+        goal = send_demo_motion(monitor, model, motion, args.via_action)
         run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
                           f'demo motion {motion:.1f} s')
+        if goal is not None:
+            show_result(goal)
     finally:
         monitor.close()
         processes.stop_all()

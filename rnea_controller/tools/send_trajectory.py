@@ -24,6 +24,8 @@ positions, velocities and accelerations (the controller interpolates quintics be
 Amplitudes are scaled so |qd| stays under 40 % of each joint's velocity limit, |qdd| under
 `DEMO_MAX_ACCELERATION`, and positions 0.1 rad inside the position limits.
 
+With --via-action it goes as a FollowJointTrajectory goal instead, and the result code is
+printed (exit 0 on SUCCESSFUL).
 The trajectory is published once, with header.stamp zero (start now), after a subscriber appeared;
 with --wait-active, only once the controller's lifecycle state is `active` (lifecycle_msgs
 GetState on `<controller>/get_state`), as a launch file needs. Topic and service names are
@@ -266,6 +268,9 @@ def parse_args(argv):
                         help='node name of the controller (its lifecycle services)')
     parser.add_argument('--wait-active', action='store_true',
                         help="send only once the controller's lifecycle state is active")
+    parser.add_argument('--via-action', action='store_true',
+                        help='send it as a FollowJointTrajectory goal to '
+                             '<controller>/follow_joint_trajectory and wait for the result code')
     parser.add_argument('--wait', type=float, default=10.0,
                         help='seconds to wait for the controller, a subscriber and a joint '
                              'state [s]')
@@ -333,6 +338,28 @@ def publish(node, topic, msg, wait):
     return True
 
 
+def send_goal(node, controller, msg, wait):
+    """Send msg as a FollowJointTrajectory goal; (error_code, error_string) of its result.
+
+    TrajectoryError when no server within `wait` [s] or the goal is rejected (the reason is in
+    the controller's log).
+    """
+    from control_msgs.action import FollowJointTrajectory
+    import rclpy
+    from rclpy.action import ActionClient
+    client = ActionClient(node, FollowJointTrajectory, f'{controller}/follow_joint_trajectory')
+    if not client.wait_for_server(timeout_sec=wait):
+        raise TrajectoryError(f'no action server {controller}/follow_joint_trajectory '
+                              f'within {wait:g} s')
+    future = client.send_goal_async(FollowJointTrajectory.Goal(trajectory=msg))
+    rclpy.spin_until_future_complete(node, future)
+    if not future.result().accepted:
+        raise TrajectoryError('the goal was rejected (its reason is in the controller log)')
+    result = future.result().get_result_async()
+    rclpy.spin_until_future_complete(node, result)
+    return result.result().result.error_code, result.result().result.error_string
+
+
 def wait_until_active(node, controller, timeout):
     """Return once `<controller>/get_state` says active; TrajectoryError after `timeout` [s]."""
     from lifecycle_msgs.msg import State
@@ -380,6 +407,10 @@ def main(argv=None):
         if args.wait_active:
             wait_until_active(node, args.controller, args.wait)
         waypoints = waypoints or demo_waypoints(node, args)
+        if args.via_action:
+            code, text = send_goal(node, args.controller, to_message(waypoints), args.wait)
+            print(f'result: error_code {code} {text!r}')
+            return 0 if code == 0 else 1
         if not publish(node, args.topic, to_message(waypoints), args.wait):
             topic = node.resolve_topic_name(args.topic)
             raise TrajectoryError(f'no subscriber on {topic} within {args.wait} s '

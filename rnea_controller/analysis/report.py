@@ -1,0 +1,164 @@
+"""The validator's report as text: the terminal table and report.md (same figures).
+
+`format_table(report, failures)` and `format_markdown(report, failures)` read the report dict
+that `validate.validate_bag` builds (as in report.json): per-joint tracking error, effective
+delay, saturation and model residual; loop and joint-state timing with each gap; diagnostics;
+the effective delay; the payload; the identification, if any; the verdict.
+"""
+import math
+
+from rnea_controller.analysis.identify import NEGATIVE
+
+
+def _fmt(value, scale=1.0, digits=3):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return '-'
+    return f'{value * scale:.{digits}f}'
+
+
+def _joint_rows(report):
+    """(header, units, rows) of the per-joint table."""
+    header = ['joint', 'err rms', 'err max', 'err p99', 'delay', 'shifted rms', 'at limit',
+              'max |tau|', 'limit', 'resid rms', 'resid mean']
+    units = ['', '[mrad]', '[mrad]', '[mrad]', '[ms]', '[mrad]', '[%]', '[N·m]', '[N·m]',
+             '[N·m]', '[N·m]']
+    rows = []
+    residual = report['residual']['joints']
+    for name, t in report['tracking']['joints'].items():
+        s = report['saturation']['joints'][name]
+        r = residual.get(name, {})
+        d = report['delay']['joints'][name]
+        rows.append([name, _fmt(t['rms'], 1e3), _fmt(t['max'], 1e3), _fmt(t['p99'], 1e3),
+                     _fmt(d['tau_ms'], 1, 2), _fmt(d['rms_shifted'], 1e3),
+                     _fmt(s['share'], 100, 2), _fmt(s['max_abs'], 1, 2), _fmt(s['limit'], 1, 1),
+                     _fmt(r.get('rms')), _fmt(r.get('mean'))])
+    for name, r in residual.items():
+        if name not in report['tracking']['joints']:
+            rows.append([name] + ['-'] * 8 + [_fmt(r['rms']), _fmt(r['mean'])])
+    return header, units, rows
+
+
+def _timing_lines(label, timing, what, max_listed=20):
+    j = timing['jitter_us']
+    lines = [f"{label}: {timing['count']} messages over {timing['duration_s']:.3f} s, rate "
+             f"{_fmt(timing['rate_hz'], 1, 1)} Hz, period {_fmt(timing['period_ms'])} ms, "
+             f"jitter p50 {_fmt(j.get('p50'), 1, 1)} p99 {_fmt(j.get('p99'), 1, 1)} "
+             f"max {_fmt(j.get('max'), 1, 1)} us, {timing['gap_count']} {what}s, "
+             f"{timing['missed_ticks']} missed ticks"]
+    longest = sorted(timing['gaps'], key=lambda g: -g['duration_ms'])[:max_listed]
+    for gap in sorted(longest, key=lambda g: g['start_ms']):
+        lines.append(f"  {what} at {gap['start_ms']:.1f} ms lasting {gap['duration_ms']:.1f} ms "
+                     f"({gap['missed_ticks']} missed ticks)")
+    if timing['gap_count'] > len(longest):
+        lines.append(f"  ... and {timing['gap_count'] - len(longest)} shorter ones "
+                     f"(report.json lists the first {len(timing['gaps'])})")
+    return lines
+
+
+def _delay_line(delay):
+    d = delay['overall']
+    if d['tau_ms'] is None:
+        return 'effective delay: - (no joint state inside the reference)'
+    edge = ' (at the edge of the -5..+10 ms search: the true lag may lie beyond)' if d[
+        'at_edge'] else ''
+    return (f"effective delay: {d['tau_ms']:.2f} ms over all joints{edge}; tracking error RMS "
+            f"{d['rms_unshifted'] * 1e3:.3f} mrad, {d['rms_shifted'] * 1e3:.3f} mrad once "
+            'shifted by it')
+
+
+def _payload_line(residual):
+    if residual['payload_kg'] is None:
+        return 'estimated payload: - (no measured effort in the joint states)'
+    return (f"estimated payload: {residual['payload_kg']:.3f} kg "
+            f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
+
+
+def _estimate(value, std, unit, digits=4):
+    if value is None:
+        return 'not identifiable from this motion'
+    return f'{value:.{digits}g} ± {std:.2g} {unit}'
+
+
+def _identification_lines(result):
+    """The fitted payload and friction, each with its standard error, or the refusal."""
+    payload = result['payload']
+    lines = [f"identification ({result['samples']} samples, condition number "
+             f"{result['condition_number']:.3g}, residual RMS {result['residual_rms_before']:.3g}"
+             f" -> {result['residual_rms_after']:.3g} N·m):",
+             f"  payload on {payload['link']}: mass "
+             + _estimate(payload['mass'], payload['mass_std'], 'kg')]
+    if payload['mass'] is not None:
+        lines.append('  centre of mass [m]: ' + ', '.join(
+            f'{axis} ' + _estimate(c, s, '') for axis, c, s in zip('xyz', payload['com'],
+                                                                   payload['com_std'])))
+    params = result['parameters']
+    for joint in result['friction']:
+        cells = []
+        for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m')):
+            p = params[f'{joint}.{kind}']
+            if p['identifiable']:
+                text = _estimate(p['estimate'], p['std_error'], unit)
+            elif p['reason'] == NEGATIVE:
+                text = _estimate(p['estimate'], p['std_error'], unit) + f' ({NEGATIVE}: left out)'
+            else:
+                text = f"not identifiable from this motion ({p['reason']})"
+            cells.append(f'{kind} {text}')
+        lines.append(f'  {joint}: ' + ', '.join(cells))
+    return lines
+
+
+def _diagnostics_lines(diagnostics, keys=('overruns', 'rejected messages',
+                                           'tick compute p99 [us]')):
+    """One line per diagnostic status: counts by level and a few of its last values."""
+    lines = []
+    for name, levels in diagnostics['levels'].items():
+        last = diagnostics['last'][name]
+        values = ', '.join(f'{k} {last[k]}' for k in keys if k in last)
+        counts = ', '.join(f'{k} {v}' for k, v in levels.items() if v)
+        lines.append(f"diagnostics '{name}': {counts}" + (f'; last: {values}' if values else ''))
+    return lines
+
+
+def _summary_lines(report, failures):
+    sat = report['saturation']
+    bad = sum(s['non_finite'] for s in sat['joints'].values())
+    over = sum(s['over_limit'] for s in sat['joints'].values())
+    lines = _timing_lines('loop (reference stamps)', report['loop'], 'gap')
+    lines += _timing_lines('joint states', report['joint_states'], 'stale period')
+    malformed = ', '.join(f'{k} {v}' for k, v in report['malformed'].items() if v) or 'none'
+    lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
+                 f'malformed messages: {malformed}')
+    lines += _diagnostics_lines(report['diagnostics'])
+    lines.append(_delay_line(report['delay']))
+    lines.append(_payload_line(report['residual']))
+    if 'identification' in report:
+        lines += _identification_lines(report['identification'])
+    lines.append('result: PASS' if not failures else 'result: FAIL')
+    lines += [f'  FAIL {f}' for f in failures]
+    return lines
+
+
+def format_table(report, failures):
+    """Plain-text summary for the terminal."""
+    header, units, rows = _joint_rows(report)
+    widths = [max(len(str(c)) for c in col) for col in zip(header, units, *rows)]
+    line = lambda cells: '  '.join(  # noqa: E731
+        str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(
+            zip(cells, widths)))
+    model = report['model']
+    out = [f"bag {report['bag']['path']}: model '{model['name']}' from {model['source']}", '',
+           line(header), line(units), line(['-' * w for w in widths])]
+    out += [line(r) for r in rows]
+    return '\n'.join(out + [''] + _summary_lines(report, failures)) + '\n'
+
+
+def format_markdown(report, failures):
+    """report.md: the same figures as the terminal table, as Markdown."""
+    header, units, rows = _joint_rows(report)
+    header = [f'{h} {u}'.strip().replace('|', '\\|') for h, u in zip(header, units)]
+    out = [f"# Validation of `{report['bag']['path']}`", '',
+           f"Model `{report['model']['name']}` from `{report['model']['source']}`.", '',
+           '| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    out += ['| ' + ' | '.join(r) + ' |' for r in rows]
+    out += ['', '```', *_summary_lines(report, failures), '```', '']
+    return '\n'.join(out)
