@@ -97,7 +97,8 @@ def test_controller_launch_reads_urdf_xacro_or_topic_where_launch_is_installed(t
 def test_demo_launch_arguments_where_launch_is_installed():
     description = launch_module('demo.launch.py').generate_launch_description()
     arguments = {a.name for a in description.get_launch_arguments()}
-    assert arguments == {'payload', 'law', 'duration', 'output', 'start_controller'}
+    assert arguments == {'payload', 'law', 'duration', 'output', 'start_controller',
+                         'startup_timeout'}
 
 
 def test_realtime_priority_below_controller_manager():
