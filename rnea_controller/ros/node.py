@@ -447,6 +447,7 @@ def main(args=None):
         pass
     finally:
         node.finish()
+        executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
         node.destroy_node()
         rclpy.try_shutdown()
 
