@@ -135,7 +135,7 @@ def test_the_config_has_every_parameter_each_with_a_comment_and_is_valid():
 def test_the_real_node_accepts_the_shipped_config(processes):
     proc = processes.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
                             '--ros-args', '--params-file', str(CONFIG)])
-    assert wait_for(lambda: 'active' in processes.output(proc), 15.0), processes.output(proc)
+    assert wait_for(lambda: 'active' in processes.output(proc), 120.0), processes.output(proc)
     assert 'computed_torque on shoulder_pan_joint' in processes.output(proc)
     assert processes.stop(proc) == 0
 
@@ -150,13 +150,14 @@ def test_share_layout_matches_setup_py():
 def test_one_arm_under_a_namespace_started_directly(processes):
     """What `namespace:=arm7` does, without launch: every name of the arm under /arm7."""
     import rclpy
+    from rclpy.signals import SignalHandlerOptions
     from std_msgs.msg import Float64MultiArray
     ns = '/arm7'
     processes.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={ns}'])
     controller = processes.start([console_script('rnea-controller'), '--realtime-priority', '0',
                                   '--ros-args', '-r', f'__ns:={ns}'])
     context = rclpy.Context()
-    rclpy.init(context=context)
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node('namespace_probe', context=context)
     commands = []
     node.create_subscription(Float64MultiArray, f'{ns}/effort_controller/commands',
