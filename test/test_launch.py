@@ -150,6 +150,7 @@ def test_share_layout_matches_setup_py():
 def test_one_arm_under_a_namespace_started_directly(processes):
     """What `namespace:=arm7` does, without launch: every name of the arm under /arm7."""
     import rclpy
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
     from std_msgs.msg import Float64MultiArray
     ns = '/arm7'
@@ -163,7 +164,9 @@ def test_one_arm_under_a_namespace_started_directly(processes):
     node.create_subscription(Float64MultiArray, f'{ns}/effort_controller/commands',
                              commands.append, 10)
     try:
-        spin = lambda: rclpy.spin_once(node, timeout_sec=0.05)  # noqa: E731
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        spin = lambda: executor.spin_once(timeout_sec=0.05)  # noqa: E731
         assert wait_for(lambda: len(commands) > 10, 120.0, spin=spin), \
             processes.output(controller)[-3000:]
         topics = {name for name, _ in node.get_topic_names_and_types()}
