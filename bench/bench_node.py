@@ -93,7 +93,7 @@ def bare_timer(duration, executor_kind, priority, cpu):
     """Peer: an rclpy node whose 1 kHz timer only records its start time; prints JSON stats."""
     import rclpy
 
-    from rnea_controller.ros.node import set_cpu_affinity, set_realtime_priority
+    from rnea_controller.ros.realtime import set_cpu_affinity, set_realtime_priority
     if cpu:
         set_cpu_affinity([int(cpu)])
     if priority:

@@ -6,7 +6,9 @@ Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p5
 ticks, state age [ms], joint states received, rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
-previous one's cost).
+previous one's cost); timing (docs/timing.md): latency [ms] (running mean of L, the delay from a
+state's stamp to its command's effect), latency compensation, phase lock offset [ms] (ticks
+after the states' arrival), velocity source (measured or estimated), unstamped states.
 """
 import math
 import time
@@ -35,6 +37,20 @@ def status_values(node):
         **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, controller.saturation,
                                                      strict=True)},
         'diagnostics publish [us]': f'{node.diagnostics_time * 1e6:.0f}',
+        **(timing_values(node.timing) if getattr(node, 'timing', None) else {}),
+    }
+
+
+def timing_values(timing):
+    """Issue 12's figures: latency L (running mean), phase lock offset, velocity source."""
+    lock = timing.phase_lock
+    return {
+        'latency [ms]': f'{timing.estimator.mean * 1e3:.3f}',
+        'latency compensation': str(timing.latency),
+        'phase lock offset [ms]': 'off' if lock is None else f'{lock.offset * 1e3:.3f}',
+        'velocity source': {None: 'no state yet', True: 'estimated', False: 'measured'}[
+            timing.estimating],
+        'unstamped states': timing.unstamped,
     }
 
 

@@ -34,19 +34,24 @@ def check_names(names):
         raise ValueError(f'joint names {twice} appear more than once')
 
 
+NO_VELOCITY = np.zeros(0)
+
+
 class JointStateInput:
     """The newest valid joint state of the model's joints: q [rad], qd [rad/s], its arrival
-    time [s] (perf_counter) and whether it carried velocities."""
+    time [s] (perf_counter) and whether it carried velocities. `timing` (control/timing.py's
+    LoopTiming, set by the node while active) takes each state's stamp and arrival, and gives
+    the velocity to use: measured, or estimated from positions (velocity_source)."""
 
-    def __init__(self, joint_names):
+    def __init__(self, joint_names, timing=None):
         n = len(joint_names)
         self.joint_names = list(joint_names)
         self.q, self.qd = np.zeros(n), np.zeros(n)
         self.time = -math.inf
         self.valid = False
         self.measured_velocity = False
+        self.timing = timing
         self._names, self._index = None, None
-        self._previous = None  # (stamp [s], q) for the finite difference
 
     def take(self, msg, velocity_source='auto'):
         """Take a JointState whole, or raise ValueError saying what is wrong with it."""
@@ -77,21 +82,14 @@ class JointStateInput:
         return np.array([position[j] for j in self.joint_names], dtype=np.intp)
 
     def _store(self, q, qd, velocity_source, stamp):
-        now = time.perf_counter()
-        t = stamp.sec + 1e-9 * stamp.nanosec if stamp.sec or stamp.nanosec else now
-        if qd is None or velocity_source == 'estimated':
-            qd = self._finite_difference(t, q)  # issue 12 (timing) replaces this estimate
-        self._previous = (t, q.copy())
-        self.q[:], self.qd[:] = q, qd
-        self.measured_velocity = velocity_source != 'estimated' and qd is not None
+        now, arrival_ns = time.perf_counter(), time.time_ns()
+        self.q[:] = q
+        if self.timing is not None:
+            qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd,
+                                      stamp.sec * 1_000_000_000 + stamp.nanosec, arrival_ns, now)
+        self.qd[:] = 0.0 if qd is None else qd
+        self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True
-
-    def _finite_difference(self, t, q):
-        """(q - q_prev) / (t - t_prev) [rad/s]; zero without a usable previous state."""
-        if self._previous is None or not t > self._previous[0]:
-            return np.zeros_like(q) if self._previous is None else self.qd.copy()
-        t0, q0 = self._previous
-        return (q - q0) / (t - t0)
 
 
 def trajectory_arrays(msg):

@@ -52,6 +52,7 @@ from std_msgs.msg import Float64MultiArray, String
 from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
 from rnea_controller.control.loop_stats import LoopStats
 from rnea_controller.control.parameters import GLOBAL
+from rnea_controller.control.timing import LoopTiming, parse_latency, predict
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
 from rnea_controller.ros import diagnostics, inputs, realtime
@@ -128,6 +129,7 @@ class ControllerNode(LifecycleNode):
         self.controller.reset()
         self._stale_since, self._failure_logged = None, False
         self.mode = 'waiting for joint states'
+        self._start_timing(self.config)
         self._timer = self.create_timer(self.config.period, self._tick, clock=self._steady)
         self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
@@ -141,6 +143,7 @@ class ControllerNode(LifecycleNode):
 
     def on_cleanup(self, state):
         self.intake.destroy()
+        self.intake = None
         for entity in self._entities:
             if isinstance(entity, Publisher):
                 self.destroy_publisher(entity)
@@ -217,6 +220,22 @@ class ControllerNode(LifecycleNode):
         self.stats = LoopStats()
         self.diagnostics_time = 0.0
 
+    def _start_timing(self, cfg):
+        """Phase lock, latency compensation and velocity estimate (control/timing.py, issue
+        12), from the parameters in force at activation; the first state says once which
+        velocity source is used."""
+        values = cfg.values
+        self.timing = LoopTiming(
+            cfg.model.n, cfg.period, phase_lock=values['phase_lock'],
+            latency=parse_latency(values['latency_compensation']),
+            velocity_source=values['velocity_source'], cutoff=values['velocity_filter_cutoff'])
+        self.state.timing = self.timing
+        self._qdd = np.zeros(cfg.model.n)
+        self._predicted = np.zeros((2, cfg.model.n))
+        self._publish_delay = 2e-4  # [s] tick start to command published, running mean
+        self._velocity_logged = False
+        self._period_ns = round(cfg.period * 1e9)
+
     def _create_entities(self):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
@@ -243,29 +262,55 @@ class ControllerNode(LifecycleNode):
             self._stale_tick(cfg, t_start)
         else:
             self._control_tick(cfg, state, now_ns, t_start)
+        self._lock_phase(t_start)
         self._after_tick(t_start)
 
     def _control_tick(self, cfg, state, now_ns, t_start):
-        """Fresh state: the law towards the reference one period ahead, published."""
+        """Fresh state: the law towards the reference where the command acts, published."""
         if self.action_server is not None:
             self.action_server.swap_in()
         self.intake.swap_in()
         if self.trajectory is None:
             self._hold_measured(now_ns)
-        t = self._seconds(now_ns) + cfg.period
-        ref = self.trajectory.sample(t, self._ref)
-        tau = self.controller.command(cfg, state.q, state.qd, ref, self._wrench(cfg, t_start))
+        ref_ns, q, qd = self._timed_state(cfg, now_ns)
+        t, ref = self._seconds(ref_ns), self._ref
+        tau = self.controller.command(cfg, q, qd, ref, self._wrench(cfg, t_start))
         self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
         if self.controller.failing_since is not None:
             self._law_failure(cfg, t_start)
-        ref_ns = now_ns + round(cfg.period * 1e9)
         self._publish(tau, ref, ref_ns)
+        self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
         if self.action_server is not None:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
+
+    def _timed_state(self, cfg, now_ns):
+        """(instant the command acts [ns], q, qd there), the reference sampled there.
+
+        With latency compensation (docs/timing.md) that instant is L after the newest state's
+        stamp, and the state is predicted to it from its own age; without, the reference is
+        sampled one period after the tick and the state used as it is."""
+        L = self.timing.horizon(now_ns * 1e-9 + self._publish_delay)
+        if L is None:
+            ref_ns = now_ns + self._period_ns
+            self.trajectory.sample(self._seconds(ref_ns), self._ref)
+            return ref_ns, self.state.q, self.state.qd
+        ref_ns = self.timing.stamp_ns + round(L * 1e9)
+        self.trajectory.sample(self._seconds(ref_ns), self._ref)
+        self._qdd[cfg.index] = self._ref[2]
+        predict(self.state.q, self.state.qd, self._qdd, L, self.timing.lag, out=self._predicted)
+        return ref_ns, self._predicted[0], self._predicted[1]
+
+    def _lock_phase(self, t_start):
+        """Phase lock: the timer's next period, nudged within +-2 % (control/timing.py)."""
+        period = self.timing.next_period(t_start)
+        if period is not None and round(period * 1e9) != self._timer.timer_period_ns:
+            self._timer.timer_period_ns = round(period * 1e9)
 
     def _swap_pending(self):
         if self._pending is not None:
             self.config, self._pending = self._pending, None
+            if self._timer is not None:  # the one timing parameter that may change while active
+                self.timing.velocity.cutoff = self.config.values['velocity_filter_cutoff']
 
     def _after_tick(self, t_start):
         """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
@@ -341,7 +386,14 @@ class ControllerNode(LifecycleNode):
         try:
             self.state.take(msg, self.config.values['velocity_source'])
         except ValueError as error:
-            self._reject('joint_states', error)
+            return self._reject('joint_states', error)
+        if self.state.timing is not None and not self._velocity_logged:
+            self._velocity_logged = True
+            cutoff = self.timing.velocity.cutoff
+            self.get_logger().info('joint velocities: ' + (
+                f'estimated from positions (low-pass {cutoff:g} Hz, lag '
+                f'{self.timing.lag * 1e3:.2f} ms)' if self.timing.estimating
+                else 'measured (the joint states)'))
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""
@@ -448,6 +500,8 @@ def main(args=None):
     finally:
         node.finish()
         executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
+        if node.intake is not None:
+            node.intake.destroy()
         node.destroy_node()
         rclpy.try_shutdown()
 
