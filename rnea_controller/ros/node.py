@@ -499,6 +499,7 @@ def main(args=None):
         pass
     finally:
         node.finish()
+        executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
         if node.intake is not None:
             node.intake.destroy()
         node.destroy_node()
