@@ -21,6 +21,7 @@ setup(
     python_requires='>=3.10',
     install_requires=['setuptools', 'numpy', 'numba', 'pyyaml'],
     zip_safe=True,
+    extras_require={'test': ['pytest']},  # colcon test runs pytest when the package names it
     maintainer='rnea_controller maintainers',
     maintainer_email='maintainers@rnea-controller.invalid',
     description='Computed-torque control with the recursive Newton-Euler algorithm, for ROS 2.',

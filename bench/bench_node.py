@@ -1,6 +1,6 @@
 """Benchmark of the controller node at 1 kHz on a 7-joint arm, next to a bare rclpy timer.
 
-    .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt50 events+cpu1 ...]
+    .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt45 events+cpu1 ...]
 
 For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on the
 Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
@@ -39,7 +39,7 @@ PANDA_HOME = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]
 PERIOD = 1e-3
 VENV_BIN = Path(sys.executable).parent
 LAST_CPU = max(os.sched_getaffinity(0))
-DEFAULT_RUNS = ['events+rt50', f'events+cpu{LAST_CPU}', 'events', 'single']
+DEFAULT_RUNS = ['events+rt45', f'events+cpu{LAST_CPU}', 'events', 'single']
 
 
 def locked_panda_urdf(directory):
@@ -93,13 +93,13 @@ def bare_timer(duration, executor_kind, priority, cpu):
     """Peer: an rclpy node whose 1 kHz timer only records its start time; prints JSON stats."""
     import rclpy
 
-    from rnea_controller.ros.node import set_cpu_affinity, set_realtime_priority
+    from rnea_controller.ros.realtime import set_cpu_affinity, set_realtime_priority
     if cpu:
         set_cpu_affinity([int(cpu)])
-    if priority:
-        set_realtime_priority(priority)
     rclpy.init()
     node = rclpy.create_node('bench_bare_timer')
+    if priority:  # as the controller: the loop thread only, once DDS is up
+        set_realtime_priority(priority)
     starts = np.zeros(int(duration / PERIOD) * 2 + 1000)
     count = [0]
 

@@ -40,7 +40,6 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import ExecutableInPackage
 
 PACKAGE = 'rnea_controller'
-STARTUP_WAIT = 180.0  # [s] for the controller to become active (numba compiles on first use)
 SETTLE_AFTER = 1.5  # [s] recorded after the motion ends
 ARGUMENTS = {
     'payload': ('0.0', '[kg] at the last link, unknown to the controller'),
@@ -48,6 +47,8 @@ ARGUMENTS = {
     'duration': ('10.0', '[s] of motion'),
     'output': ('', 'output folder; empty: demo_output/<date-time>'),
     'start_controller': ('true', 'false: no controller (the run must fail)'),
+    'startup_timeout': ('300', '[s] for the controller to become active (numba compiles its '
+                               'kernels on the first run of an install: minutes on a busy host)'),
 }
 
 
@@ -69,7 +70,7 @@ def recorder(bag):
     from rnea_controller.tools.record import DEFAULT_TOPICS, record_command
     command = record_command(bag, list(DEFAULT_TOPICS)) or [
         sys.executable, '-m', 'rnea_controller.tools.record', '-o', str(bag), *DEFAULT_TOPICS]
-    return ExecuteProcess(cmd=command, name='recorder', output='screen')
+    return ExecuteProcess(cmd=command, name='recorder', output='screen', sigterm_timeout='30')
 
 
 def fail_if(what, run):
@@ -137,8 +138,8 @@ def demo(context):
                         parameters=[{'control_law': LaunchConfiguration('law')}]))
     record = recorder(bag)
     sender = Node(package=PACKAGE, executable='rnea-send-trajectory', output='screen',
-                  arguments=['--demo', '--duration', str(motion), '--wait-active',
-                             '--wait', str(STARTUP_WAIT)])
+                  arguments=['--demo', '--duration', str(motion), '--wait-active', '--wait',
+                             LaunchConfiguration('startup_timeout').perform(context)])
     watchers = [RegisterEventHandler(OnProcessExit(target_action=action, on_exit=fail_if(
         action.node_executable, run))) for action in arm]
     return [LogInfo(msg=f'demo: recording into {bag}'), *arm, record, sender, *watchers,

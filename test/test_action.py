@@ -20,6 +20,8 @@ import pytest
 import rclpy
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from state_feeder import StateFeeder
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -226,6 +228,34 @@ def test_a_goal_that_cannot_settle_fails_after_goal_time(fed):
     assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
     assert result.result.error_string.startswith('Aborted due to goal_time_tolerance exceeding')
     assert elapsed >= 1.0, f'ended after {elapsed:.3f} s, before end + goal_time (1.0 s)'
+    reference_holds(client, Q0)
+
+
+def test_constraints_parameters_are_the_default_tolerances(fed):
+    """JTC's constraints.* parameters apply to a goal that brings no tolerances of its own."""
+    client, _, _ = fed
+    parameters = AsyncParameterClient(client.node, 'rnea_controller')
+
+    def set_parameters(**values):
+        future = parameters.set_parameters([Parameter(n.replace('__', '.'), value=v)
+                                            for n, v in values.items()])
+        assert wait_for(future.done, 10.0)
+        assert all(r.successful for r in future.result().results), future.result().results
+
+    set_parameters(constraints__goal_time=0.4, constraints__shoulder_pan_joint__goal=0.01)
+    try:
+        handle = client.send(goal_of(move(Q0, np.full(6, 0.05), 0.4)))
+        assert handle.accepted
+        result = client.result(handle)
+        assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
+        set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
+                       constraints__elbow_joint__trajectory=0.02)
+        handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0)))
+        result = client.result(handle)
+        assert result.result.error_code == Result.PATH_TOLERANCE_VIOLATED
+    finally:
+        set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
+                       constraints__elbow_joint__trajectory=0.0)
     reference_holds(client, Q0)
 
 

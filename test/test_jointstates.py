@@ -76,6 +76,9 @@ def test_uniform_messages_take_one_view_not_rosbags_per_message():
     out = decode_joint_states(raws, np.zeros(500), JOINTS, deserialize)
     assert len(calls) == 1  # the template only
     np.testing.assert_array_equal(out.position, [m.position for m in msgs])
+    np.testing.assert_array_equal(out.effort, [m.effort for m in msgs])
+    np.testing.assert_array_equal(out.stamps, [m.header.stamp.sec * 10**9
+                                               + m.header.stamp.nanosec for m in msgs])
 
 
 def test_malformed_and_big_endian_messages():

@@ -113,7 +113,7 @@ def test_set_parameters_atomically_naming_one_parameter_twice_is_refused(setup):
         Parameter('gains.elbow_joint.p', value=100.0),
         Parameter('gains.elbow_joint.p', value=1e5)])
     assert wait_for(future.done, 5.0)
-    (result,) = future.result().results
+    result = future.result().result
     assert not result.successful and 'named more than once' in result.reason
 
 
@@ -142,14 +142,13 @@ def test_a_description_on_the_topic_is_checked_and_a_refusal_logged(setup, proce
 def test_a_parameter_set_with_a_non_finite_law_is_refused(setup, values):
     client, procs, proc, raw = setup
     client.set_state(Q0)
-    client.steady_command()
     future = client.parameters.set_parameters_atomically(
         [Parameter(name, value=value) for name, value in values.items()])
     assert wait_for(future.done, 5.0)
-    (result,) = future.result().results
-    assert not result.successful, result
-    tau, _ = client.steady_command()
-    assert np.all(np.isfinite(tau))
+    result = future.result().result
+    assert not result.successful and 'is out of range' in result.reason, result
+    time.sleep(0.1)
+    check_commands(client)
 
 
 def test_use_sim_time_without_a_clock_does_not_stop_the_loop(setup):
@@ -192,7 +191,7 @@ def test_a_non_finite_law_holds_gravity_then_deactivates_with_the_final_command(
     client, procs, proc, raw = setup
     client.set_state(Q0, np.full(6, 1e200))  # finite, but the law overflows
     assert wait_for(lambda: 'control law not finite' in procs.output(proc), 5.0)
-    assert wait_for(lambda: 'deactivating' in procs.output(proc), 5.0)
+    assert wait_for(lambda: ' s: deactivating' in procs.output(proc), 5.0)
     gravity = clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, Q0))
     assert wait_for(lambda: np.allclose(client.commands[-1], gravity, atol=1e-6), 3.0)
     assert all(np.all(np.isfinite(c)) and np.all(np.abs(c) <= LIMITS) for c in client.commands)
@@ -214,7 +213,7 @@ def check_commands(client, limits=LIMITS):
         assert np.all(np.isfinite(tau)) and np.all(np.abs(tau) <= limits + 1e-9), tau
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(names=names_strategy, positions=st.lists(floats, max_size=8),
        velocities=st.lists(floats, max_size=8))
 def test_fuzzed_joint_states_never_make_an_unsafe_command(setup, names, positions,
@@ -228,9 +227,9 @@ def test_fuzzed_joint_states_never_make_an_unsafe_command(setup, names, position
     assert proc.poll() is None
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(values=st.fixed_dictionaries({}, optional={
-    'gains.elbow_joint.p': st.floats(-10, 2e6, allow_nan=True),
+    'gains.elbow_joint.p': st.floats(-10, 2e6) | st.just(float('nan')),
     'torque_rate_limit': st.floats(-1, 1e8),
     'effort_limits.wrist_1_joint': st.floats(-1, 300),
     'friction.elbow_joint.coulomb': st.floats(-1, 2e4),
@@ -240,6 +239,8 @@ def test_fuzzed_parameter_sets_are_taken_whole_or_refused_and_commands_stay_safe
     from rnea_controller.control.parameters import check
     from rnea_controller.errors import ParameterError
     client, procs, proc, raw = setup
+    if not values:
+        return
     client.set_state(Q0)
     valid = True
     for name, value in values.items():
@@ -251,8 +252,8 @@ def test_fuzzed_parameter_sets_are_taken_whole_or_refused_and_commands_stay_safe
     future = client.parameters.set_parameters_atomically(
         [Parameter(name, value=value) for name, value in values.items()])
     assert wait_for(future.done, 5.0)
-    results = future.result().results
-    assert all(r.successful == valid for r in results), (values, results)
+    result = future.result().result
+    assert result.successful == valid, (values, result)
     client.commands.clear()
     time.sleep(0.05)
     check_commands(client)

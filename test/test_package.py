@@ -33,7 +33,6 @@ RUN_ONLY = {
     'action_msgs': 'rclpy.action (the action server)',
     'ament_index_python': 'launch_ros finds the executables through the ament index',
 }
-TEST_ONLY_MODULES = {'conftest', 'pinocchio_oracle', 'state_feeder', 'synthetic_bags'}
 
 
 def package_keys(kind):
@@ -58,7 +57,8 @@ def imported_modules(paths):
 
 
 def third_party(found):
-    skip = set(sys.stdlib_module_names) | {'rnea_controller'} | TEST_ONLY_MODULES
+    helpers = {path.stem for path in (REPO / 'test').glob('*.py')}  # test modules import them
+    skip = set(sys.stdlib_module_names) | {'rnea_controller'} | helpers
     return {module: path for module, path in found.items() if module not in skip}
 
 

@@ -137,6 +137,13 @@ def test_validate_parameters_accepts_exactly_what_each_check_accepts(values):
     assert each and cfg.law == values.get('control_law', 'computed_torque')
 
 
+def test_arrays_as_rclpy_hands_them_over_are_checked_as_lists():
+    import array
+    assert check('gravity', array.array('d', [0.0, 0.0, -9.81])) == [0.0, 0.0, -9.81]
+    with pytest.raises(ParameterError, match=r'gravity = \[0.0, 0.0, -1e\+308\]: is out of'):
+        check('gravity', array.array('d', [0.0, 0.0, -1e308]))
+
+
 def test_per_joint_families_expand_for_each_joint():
     names = parameters.per_joint_names('elbow_joint')
     assert len(names) == len(PER_JOINT) and 'gains.elbow_joint.p' in names

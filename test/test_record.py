@@ -79,13 +79,13 @@ def test_the_recorder_program_never_dies_on_an_existing_folder(tmp_path):
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node('record_source', context=context)
-    states = node.create_publisher(JointState, '/arm9/joint_states', 10)
+    states = node.create_publisher(JointState, '/arm9/joint_states', 100)  # keeps all 50
     try:
         assert wait_for(lambda: states.get_subscription_count() == 1, 60.0)
         for k in range(50):
             states.publish(JointState(name=['a'], position=[float(k)]))
             time.sleep(0.002)
-        time.sleep(0.5)
+        time.sleep(2.0)  # delivered before the recorder is told to stop
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)

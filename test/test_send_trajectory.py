@@ -200,7 +200,7 @@ def test_wait_active_sends_only_to_an_active_controller(tmp_path, lifecycle_cont
     node, received = lifecycle_controller
     good = write(tmp_path, 'good.yaml', YAML)
     command = [console_script('rnea-send-trajectory'), str(good), '--wait-active', '--wait',
-               '2', '--ros-args', '-r', '__ns:=/lc']
+               '15', '--ros-args', '-r', '__ns:=/lc']  # discovery can take seconds when busy
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and 'its state: unconfigured' in done.stderr, done.stderr
     assert received == []

@@ -141,7 +141,7 @@ def _bad_input_bags(tmp_path, model):
             tmp_path / 'unknown_joint', joint_states=states, reference=unknown,
             commands=commands, robot_description=urdf)], "['gripper_joint'] unknown to the model"),
         'urdf not matching': ([good, '--urdf', robot_data_urdf(
-            'double_pendulum_description/urdf/double_pendulum.urdf')],
+            'kinova_description/robots/kinova.urdf')],
             'the URDF does not match the bag'),
         'no model': ([write_bag(tmp_path / 'no_model', joint_states=states, reference=states,
                                 commands=commands)],

@@ -14,7 +14,8 @@ arm follows its reference, per joint and over all joints. τ > 0: the arm lags.
   a motion that comes back). A 1 ms grid costs a quarter of a 0.25 ms one and gives the same
   τ* to 0.01 ms on the tests' runs.
 
-Memory: the grid's sums and a tail of the reference as long as the grid (not the run).
+Memory: the grid's sums, a tail of the reference as long as the grid, and the joint states
+still waiting for the reference after them (at most `max_pending`), not the run.
 """
 import numpy as np
 
@@ -28,11 +29,11 @@ class DelayStats:
     """
 
     def __init__(self, names, t0_ns, lo=-5e-3, hi=10e-3, step=1e-3,
-                 max_interval_factor=3.0, block=2000):
+                 max_interval_factor=3.0, block=2000, max_pending=100_000):
         self.names, self.t0_ns = tuple(names), t0_ns
         count = int(round((hi - lo) / step)) + 1
         self.taus_ns = np.round(np.linspace(lo, hi, count) / NS).astype(np.int64)
-        self.factor, self.block = max_interval_factor, block
+        self.factor, self.block, self.max_pending = max_interval_factor, block, max_pending
         m = len(self.names)
         self.sse = np.zeros((count, m))
         self.count = 0
@@ -56,7 +57,8 @@ class DelayStats:
         t, q = self._js_t[ready], self._js_q[ready]
         for start in range(0, len(t), self.block):
             self._add(t[start:start + self.block], q[start:start + self.block])
-        self._js_t, self._js_q = self._js_t[~ready], self._js_q[~ready]
+        self._js_t, self._js_q = self._js_t[~ready][-self.max_pending:], self._js_q[~ready][
+            -self.max_pending:]  # a reference that stopped: not kept for ever
         oldest = (self._js_t[0] if len(self._js_t) else self._ref_t[-1]) - self.taus_ns[-1]
         keep = max(0, int(np.searchsorted(self._ref_t, oldest)) - 1)
         self._ref_t, self._ref_q = self._ref_t[keep:], self._ref_q[keep:]

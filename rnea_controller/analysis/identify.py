@@ -24,7 +24,8 @@ A parameter is "not identifiable from this motion" when
 - it lies in a direction the motion does not excite: a singular value of the column-scaled
   regressor below `MIN_SINGULAR` of the largest (the fit's condition number at most 100);
 - or its standard error exceeds its estimate. A parameter whose true value is 0 may land here;
-  it is then left out of the parameters file, and the node's default, 0, applies.
+  it is then left out of the parameters file, and the node's default, 0, applies. A negative
+  mass or friction coefficient is not physical and left out likewise.
 Standard errors: σ² diag((AᵀA)⁻¹), σ² = SSE / (rows - parameters); the com's by the delta
 method from those of m and h.
 """
@@ -36,6 +37,7 @@ import yaml
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.dynamics import spatial
 from rnea_controller.dynamics.rnea import rnea
+from rnea_controller.errors import ModelError
 
 PAYLOAD = ('mass', 'h_x', 'h_y', 'h_z')
 INERTIA = ('I_xx', 'I_xy', 'I_xz', 'I_yy', 'I_yz', 'I_zz')
@@ -43,6 +45,7 @@ MIN_SINGULAR = 1e-2
 MIN_SPEED = 0.05  # [rad/s] RMS of a joint's velocity to fit its viscous friction
 MIN_TANH = 0.5  # RMS of tanh(qd / w) to fit its Coulomb friction
 MAX_COM_DISTANCE = 1.0  # [m] beyond, a "point mass" is noise: its inertia is not carried
+NEGATIVE = 'negative, not physical'
 DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
 
 
@@ -86,6 +89,9 @@ class PayloadRegressor:
 
     def __init__(self, model, link):
         body, R, p = model.link_frame(link)
+        if body < 0:
+            raise ModelError(f"link '{link}' is part of the fixed base: a payload there loads "
+                             'no joint')
         self.model = model
         self.unit_models = []
         for unit in unit_inertias():
@@ -210,10 +216,12 @@ def solve(G, g, bb, samples, model, link, names, width):
     if kept:
         cov[np.ix_(kept, kept)] = sse / dof * np.linalg.inv(G[np.ix_(kept, kept)])
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    positive = [0] + list(range(10, len(g)))  # mass and friction coefficients
     params = {}
     for i in candidates:
         reason = ('not excited by this motion' if i not in kept else
-                  'standard error larger than the estimate' if std[i] > abs(theta[i]) else None)
+                  'standard error larger than the estimate' if std[i] > abs(theta[i]) else
+                  NEGATIVE if theta[i] < 0 and i in positive else None)
         params[names[i]] = {'estimate': float(theta[i]) if i in kept else None,
                             'std_error': float(std[i]) if i in kept else None,
                             'identifiable': reason is None, 'reason': reason}

@@ -92,11 +92,12 @@ def period_plot(path, histograms, bins=200):
         centers = hist.centers() * 1e3
         used = counts > 0
         lo, hi = centers[used].min(), centers[used].max()
-        edges = (np.geomspace(lo * 0.999, hi * 1.001, bins + 1) if hi > 10 * lo
+        logarithmic = lo > 0 and hi > 10 * lo  # a zero period (two stamps alike) is linear
+        edges = (np.geomspace(lo * 0.999, hi * 1.001, bins + 1) if logarithmic
                  else np.linspace(lo - 1e-6, hi + 1e-6, bins + 1))
         values, edges = np.histogram(centers[used], bins=edges, weights=counts[used])
         ax.stairs(values, edges, label=label, color=color)
-        if hi > 10 * lo:
+        if logarithmic:
             ax.set_xscale('log')
     ax.set_yscale('log')
     ax.set_xlabel('period [ms]')

@@ -7,6 +7,8 @@ the effective delay; the payload; the identification, if any; the verdict.
 """
 import math
 
+from rnea_controller.analysis.identify import NEGATIVE
+
 
 def _fmt(value, scale=1.0, digits=3):
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -77,26 +79,30 @@ def _estimate(value, std, unit, digits=4):
     return f'{value:.{digits}g} ± {std:.2g} {unit}'
 
 
+def _parameter(result, name, unit):
+    """An estimate ± its standard error, or why it is not given."""
+    p = result['parameters'][name]
+    if p['identifiable']:
+        return _estimate(p['estimate'], p['std_error'], unit)
+    if p['reason'] == NEGATIVE:
+        return _estimate(p['estimate'], p['std_error'], unit) + f' ({NEGATIVE}: left out)'
+    return f"not identifiable from this motion ({p['reason']})"
+
+
 def _identification_lines(result):
     """The fitted payload and friction, each with its standard error, or the refusal."""
     payload = result['payload']
     lines = [f"identification ({result['samples']} samples, condition number "
              f"{result['condition_number']:.3g}, residual RMS {result['residual_rms_before']:.3g}"
              f" -> {result['residual_rms_after']:.3g} N·m):",
-             f"  payload on {payload['link']}: mass "
-             + _estimate(payload['mass'], payload['mass_std'], 'kg')]
+             f"  payload on {payload['link']}: mass " + _parameter(result, 'mass', 'kg')]
     if payload['mass'] is not None:
         lines.append('  centre of mass [m]: ' + ', '.join(
             f'{axis} ' + _estimate(c, s, '') for axis, c, s in zip('xyz', payload['com'],
                                                                    payload['com_std'])))
-    params = result['parameters']
     for joint in result['friction']:
-        cells = []
-        for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m')):
-            p = params[f'{joint}.{kind}']
-            cells.append(f'{kind} ' + (_estimate(p['estimate'], p['std_error'], unit)
-                                       if p['identifiable'] else
-                                       f"not identifiable from this motion ({p['reason']})"))
+        cells = [f"{kind} {_parameter(result, f'{joint}.{kind}', unit)}"
+                 for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m'))]
         lines.append(f'  {joint}: ' + ', '.join(cells))
     return lines
 

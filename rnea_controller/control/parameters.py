@@ -17,6 +17,7 @@ Model-dependent rules (a joint of the model, at most the URDF effort limit, a kn
 link, a finite law) are checked by `validate_parameters` in control/law.py, which calls `check`
 for the ranges stated here.
 """
+import array
 from dataclasses import dataclass
 import math
 import sys
@@ -259,6 +260,8 @@ def check(name, value):
         raise ParameterError(f'{name}: not a parameter of the controller') from None
     if value is None and spec.default is None:
         return value
+    if isinstance(value, array.array):  # how rclpy hands over double arrays
+        value = value.tolist()
     error = _type_error(spec, value)
     if error is None and spec.choices and value not in spec.choices:
         error = f'must be {spec.bounds_text()}'

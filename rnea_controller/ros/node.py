@@ -143,6 +143,7 @@ class ControllerNode(LifecycleNode):
 
     def on_cleanup(self, state):
         self.intake.destroy()
+        self.intake = None
         for entity in self._entities:
             if isinstance(entity, Publisher):
                 self.destroy_publisher(entity)
@@ -481,15 +482,15 @@ def main(args=None):
             overrides.append(Parameter('robot_description', value=file.read()))
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
-    if options.realtime_priority:
-        realtime.set_realtime_priority(options.realtime_priority)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    realtime.install_signal_handlers()
     node = ControllerNode(parameter_overrides=overrides)
     executor = realtime.make_executor(options.executor)
     executor.add_node(node)
     try:
-        node.autostart()
+        node.autostart()  # Ctrl-C meanwhile: KeyboardInterrupt, nothing published yet
+        realtime.install_signal_handlers()  # from now on a flag, seen between callbacks
+        if options.realtime_priority:  # warm now: the loop thread only
+            realtime.set_realtime_priority(options.realtime_priority)
         gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
         while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
             executor.spin_once(timeout_sec=0.1)
@@ -498,6 +499,9 @@ def main(args=None):
         pass
     finally:
         node.finish()
+        executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
+        if node.intake is not None:
+            node.intake.destroy()
         node.destroy_node()
         rclpy.try_shutdown()
 

@@ -2,14 +2,18 @@
 
 `--executor events|single` (default events: rclpy's EventsExecutor, about half the CPU of the
 SingleThreadedExecutor at 1 kHz, see bench/bench_node.py); `--realtime-priority N` (SCHED_FIFO
-for every thread of the process, default 50 as ros2_control's controller manager, 0 = off;
-without the privilege it warns once and runs with the default scheduler); `--cpu-affinity CPU
+for the control loop's thread only, after warm-up; default 45, below the 50 of ros2_control's
+controller manager, so that its read -> update -> write cycle always preempts our loop: a late
+command of ours is applied one hardware cycle later, while a late hardware cycle can stop a real
+arm; DDS threads and threads started later stay at normal priority; 0 = off; without the
+privilege it warns once and runs with the default scheduler); `--cpu-affinity CPU
 [CPU ...]` (bind the process, DDS threads included, to these cores, as ros2_control_node's
 `cpu_affinity`). SIGINT and SIGTERM only set a flag: the spin loop stops between callbacks.
 """
 import os
 import signal
 import sys
+import threading
 
 import rclpy
 
@@ -29,10 +33,14 @@ def _threads():
     return [int(tid) for tid in os.listdir('/proc/self/task')]
 
 
-def set_realtime_priority(priority):
-    """SCHED_FIFO at `priority` for this process: its threads now and those created later."""
+def set_realtime_priority(priority, threads=None):
+    """SCHED_FIFO at `priority` for `threads` (default: the calling thread only, the loop's).
+
+    Called once the node is warm (numba compiled, DDS up), so that neither the compile nor the
+    DDS threads run at real-time priority. Threads the calling thread starts later inherit it.
+    """
     try:
-        for tid in _threads():
+        for tid in threads or [threading.get_native_id()]:
             os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
     except (OSError, ValueError) as error:
         print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
@@ -64,11 +72,12 @@ def add_arguments(parser):
     """The process options of `rnea-controller` (see the module doc)."""
     parser.add_argument('--executor', choices=('events', 'single'), default='events',
                         help='rclpy executor (default: events, lower CPU; see bench_node.py)')
-    parser.add_argument('--realtime-priority', type=int, default=50, metavar='N',
-                        help='SCHED_FIFO priority N (1-99) for the control loop, as '
-                             "ros2_control's controller manager (thread_priority 50); default "
-                             '50; 0: default scheduler. Without the privilege (CAP_SYS_NICE or '
-                             'an rtprio limit) it says so once and runs normally')
+    parser.add_argument('--realtime-priority', type=int, default=45, metavar='N',
+                        help='SCHED_FIFO priority N (1-99) of the control loop thread, set '
+                             "after warm-up; default 45, below the 50 of ros2_control's "
+                             'controller manager, whose cycle must preempt ours; DDS threads '
+                             'stay normal; 0: default scheduler. Without the privilege '
+                             '(CAP_SYS_NICE or an rtprio limit) it says so once and runs normally')
     parser.add_argument('--cpu-affinity', type=int, nargs='+', metavar='CPU',
                         help="bind the process, DDS threads included, to these CPU cores, as "
                              "ros2_control_node's cpu_affinity (default: not bound)")

@@ -184,7 +184,7 @@ def send_demo_motion(monitor, model, duration, via_action=False):
     waypoints = demo_motion(model.joint_names, centre, model.velocity_limits,
                             model.position_limits, duration)
     deadline = time.monotonic() + 10.0
-    while not any(info.node_name == 'rnea_controller' for info in
+    while not any(info.node_name.startswith('rnea_controller') for info in
                   monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
         if time.monotonic() > deadline:
             raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')

@@ -366,7 +366,7 @@ def wait_until_active(node, controller, timeout):
     from lifecycle_msgs.srv import GetState
     import rclpy
     client = node.create_client(GetState, f'{controller}/get_state')
-    name = client.srv_name.rsplit('/', 1)[0]
+    name = node.resolve_service_name(f'{controller}/get_state').rsplit('/', 1)[0]
     deadline = time.monotonic() + timeout
     label = 'no get_state service'
     try:
