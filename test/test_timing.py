@@ -239,7 +239,7 @@ def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     # the loop ticks at its own rate, not the stream's (generous: a loaded machine drops ticks)
     rates = [float(d['loop rate [Hz]']) for d in probe.diagnostics[1:]]
     assert np.median(rates) > 700.0, rates
-    assert 0 < float(probe.diagnostics[-1]['latency [ms]']) < 5
+    assert 0 < float(probe.diagnostics[-1]['latency [ms]']) < 10  # measured 2-5 ms
 
 
 def test_loop_timing_estimates_velocities_of_a_positions_only_stream_and_predicts():
