@@ -211,8 +211,13 @@ def main(argv=None):
             try:
                 for phase_lock, compensation in CASES:
                     name = f'{stream}-{"lock" if phase_lock else "free"}-{compensation}'
-                    r = run_case(recorder, log_dir, name, phase_lock, compensation,
-                                 options.duration)
+                    try:
+                        r = run_case(recorder, log_dir, name, phase_lock, compensation,
+                                     options.duration)
+                    except RuntimeError as error:  # one failed case: say so, run the others
+                        print(f'{stream:14} {"on" if phase_lock else "off":5} '
+                              f'{compensation:5} failed: {error}', flush=True)
+                        continue
                     print(f'{stream:14} {"on" if phase_lock else "off":5} {compensation:5} '
                           f'{r["tau"] * 1e3:9.2f} {r["rms"] * 1e3:9.3f} '
                           f'{r["shifted"] * 1e3:8.3f} {r["latency"]:>6} {r["cpu"] * 100:6.1f} '
