@@ -206,7 +206,8 @@ def run(label, duration, urdf, observer, tmp):
     logs = {name: open(Path(tmp) / f'{name}-{label}.log', 'w+')
             for name in ('controller', 'feeder', 'bare')}
     controller = start([str(VENV_BIN / 'rnea-controller'), '--executor', executor, '--urdf',
-                        str(urdf), '--realtime-priority', priority, *affinity],
+                        str(urdf), '--realtime-priority', priority, '--force-realtime',
+                        *affinity],
                        logs['controller'])
     procs = [controller]
     try:

@@ -45,6 +45,7 @@ PARAMS = """/**:
     state_timeout: 0.25
     stale_hold_time: 0.4
     external_wrench_timeout: 0.0
+    latency_compensation: 'off'  # the law is checked at the measured state, not a prediction
 """
 Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 

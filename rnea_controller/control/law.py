@@ -51,7 +51,7 @@ from numba import njit
 import numpy as np
 
 from rnea_controller.control import parameters
-from rnea_controller.control.parameters import joint_of_parameter  # noqa: F401 (re-export)
+from rnea_controller.control.parameters import joint_of_parameter
 from rnea_controller.dynamics import rnea_kernel
 from rnea_controller.dynamics.rnea import body_forces, mass_matrix, rnea
 from rnea_controller.errors import DimensionError, ModelError, ParameterError

@@ -35,7 +35,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from rnea_controller.control import goal as rules
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import TrajectoryError
-from rnea_controller.ros import inputs
+from rnea_controller.ros import inputs, realtime
 
 Result = FollowJointTrajectory.Result
 #: [s] longest time the tick's thread waits for the GIL held by this thread (Python's default,
@@ -88,7 +88,8 @@ class TrajectoryActionServer:
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self.executor = SingleThreadedExecutor(context=controller.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, name='action', daemon=True)
+        self.thread = threading.Thread(target=realtime.spin_in_background,
+                                       args=(self.executor,), name='action', daemon=True)
         self.thread.start()
 
     # --- called by the tick (O(1), never blocks) ------------------------------------------

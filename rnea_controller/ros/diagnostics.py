@@ -3,7 +3,8 @@
 Published by the tick once a second right after its command, in the slack of that period.
 Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p50/p99 [us]
 (tick start to reference published), overruns (ticks longer than a period), missed ticks,
-ticks, state age [ms], joint states received, rejected messages (and per input: joint_states,
+ticks, state age [ms], joint states received, publish failures (middleware refused a write),
+rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
 previous one's cost); timing (docs/timing.md): latency [ms] (running mean of L, the delay from a
@@ -31,6 +32,7 @@ def status_values(node):
         'overruns': node.stats.overruns, 'missed ticks': node.stats.missed,
         'ticks': node.stats.count, 'state age [ms]': f'{age:.1f}',
         'joint states received': node.states_received,
+        'publish failures': node.publish_failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},
         'non-finite fallbacks': controller.fallbacks,

@@ -30,8 +30,8 @@ def check_names(names):
         if REPLACEMENT in name:
             raise ValueError(f'name {k} ({name!r}) is not valid UTF-8')
     if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise ValueError(f'joint names {twice} appear more than once')
+        twice = ', '.join(repr(n) for n in sorted({n for n in names if names.count(n) > 1}))
+        raise ValueError(f'joint {twice} appears more than once')
 
 
 NO_VELOCITY = np.zeros(0)

@@ -85,6 +85,7 @@ class ControllerNode(LifecycleNode):
         self.mode = 'unconfigured'
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
+        self.publish_failures = 0
         self.deactivate_requested = False
         self._urdf_from_topic, self._base_model = None, None
         self._entities = []
@@ -177,7 +178,7 @@ class ControllerNode(LifecycleNode):
             tau = (self.controller.gravity_hold(cfg, self.state.q, rate_limited=False)
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
             self._command_view[:] = tau
-            self.command_pub.publish(self.command_msg)
+            self._send(self.command_pub, self.command_msg)
             self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
@@ -319,18 +320,32 @@ class ControllerNode(LifecycleNode):
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
             stamp = self.get_clock().now().to_msg()
-            self.diagnostics_pub.publish(diagnostics.make_status(self, stamp))
+            self._send(self.diagnostics_pub, diagnostics.make_status(self, stamp))
             self.diagnostics_time = time.perf_counter() - t_end
 
     def _publish(self, tau, ref, ref_ns):
         """Command and reference (stamped `ref_ns`, the instant its desired state is for)."""
         self._command_view[:] = tau
-        self.command_pub.publish(self.command_msg)
+        self._send(self.command_pub, self.command_msg)
         position, velocity, effort = self._reference_views
         position[:], velocity[:], effort[:] = ref[0], ref[1], self.controller.feedforward
         stamp = self.reference_msg.header.stamp
         stamp.sec, stamp.nanosec = divmod(ref_ns, 1_000_000_000)
-        self.reference_pub.publish(self.reference_msg)
+        self._send(self.reference_pub, self.reference_msg)
+
+    def _send(self, publisher, msg):
+        """Publish; a failure of the middleware is counted and logged, never fatal.
+
+        Fast DDS can fail a reliable write when a subscriber lags far behind (ros2/rmw#209):
+        a slow `ros2 topic echo` of the reference must not stop the loop. The next tick sends
+        a new command; /diagnostics counts the failures."""
+        try:
+            publisher.publish(msg)
+        except RuntimeError as error:  # rclpy's RCLError
+            self.publish_failures += 1
+            self.get_logger().warning(f'publishing on {publisher.topic_name} failed '
+                                      f'({self.publish_failures} so far): {error}',
+                                      throttle_duration_sec=1.0)
 
     def _law_failure(self, cfg, t_start):
         """The law is not finite: gravity hold meanwhile (Controller), deactivate when late."""
@@ -489,8 +504,7 @@ def main(args=None):
     try:
         node.autostart()  # Ctrl-C meanwhile: KeyboardInterrupt, nothing published yet
         realtime.install_signal_handlers()  # from now on a flag, seen between callbacks
-        if options.realtime_priority:  # warm now: the loop thread only
-            realtime.set_realtime_priority(options.realtime_priority)
+        realtime.apply_realtime_options(options, node.get_logger().info)  # warm: loop thread
         gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
         while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
             executor.spin_once(timeout_sec=0.1)

@@ -13,7 +13,6 @@ from rclpy.parameter import Parameter
 from rnea_controller.control.parameters import (
     GLOBAL,
     JOINT,
-    joint_of_parameter,
     PER_JOINT,
     spec_of,
 )
@@ -62,8 +61,9 @@ def values(node, joints, changes=()):
     names = [spec.name for spec in GLOBAL]
     names += [spec.name.replace(JOINT, joint) for joint in joints for spec in PER_JOINT]
     result = {name: value(node, name) for name in names if node.has_parameter(name)}
+    known = set(names)  # not ours (use_sim_time, ...) and other joints' are not the law's
     for parameter in changes:
-        if joint_of_parameter(parameter.name) in (None, *joints):
+        if parameter.name in known:
             result[parameter.name] = parameter.value
     return result
 

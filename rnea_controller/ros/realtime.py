@@ -5,10 +5,14 @@ SingleThreadedExecutor at 1 kHz, see bench/bench_node.py); `--realtime-priority 
 for the control loop's thread only, after warm-up; default 45, below the 50 of ros2_control's
 controller manager, so that its read -> update -> write cycle always preempts our loop: a late
 command of ours is applied one hardware cycle later, while a late hardware cycle can stop a real
-arm; DDS threads and threads started later stay at normal priority; 0 = off; without the
-privilege it warns once and runs with the default scheduler); `--cpu-affinity CPU
-[CPU ...]` (bind the process, DDS threads included, to these cores, as ros2_control_node's
-`cpu_affinity`). SIGINT and SIGTERM only set a flag: the spin loop stops between callbacks.
+arm; DDS threads stay at normal priority; 0 = off; without the privilege it warns once and runs
+with the default scheduler). As ros2_control_node, the priority is set only on a real-time
+(PREEMPT_RT) kernel, `/sys/kernel/realtime` = 1: on a stock kernel a Python loop that needs a
+good part of a core would, in SCHED_FIFO, starve every normal process of that core (the driver's
+non-real-time threads, a simulator, the planner); `--force-realtime` sets it anyway (for
+measurements). `--cpu-affinity CPU [CPU ...]` (bind the process, DDS threads included, to these
+cores, as ros2_control_node's `cpu_affinity`). SIGINT and SIGTERM only set a flag: the spin loop
+stops between callbacks.
 """
 import os
 import signal
@@ -16,6 +20,7 @@ import sys
 import threading
 
 import rclpy
+import rclpy.executors
 
 STOP = []
 
@@ -33,6 +38,29 @@ def _threads():
     return [int(tid) for tid in os.listdir('/proc/self/task')]
 
 
+def has_realtime_kernel():
+    """True on a PREEMPT_RT kernel (/sys/kernel/realtime reads 1), as realtime_tools checks."""
+    try:
+        with open('/sys/kernel/realtime', encoding='ascii') as file:
+            return file.read().strip() == '1'
+    except OSError:
+        return False
+
+
+def apply_realtime_options(options, log):
+    """The loop thread's SCHED_FIFO priority from the options, on a real-time kernel or forced;
+    `log(text)` says what was decided."""
+    if not options.realtime_priority:
+        return
+    if not (options.force_realtime or has_realtime_kernel()):
+        log('no real-time kernel detected (/sys/kernel/realtime): the loop runs with the '
+            "default scheduler, as ros2_control's controller_manager does; --force-realtime "
+            f'sets SCHED_FIFO {options.realtime_priority} anyway')
+        return
+    if set_realtime_priority(options.realtime_priority):
+        log(f'control loop thread: SCHED_FIFO priority {options.realtime_priority}')
+
+
 def set_realtime_priority(priority, threads=None):
     """SCHED_FIFO at `priority` for `threads` (default: the calling thread only, the loop's).
 
@@ -45,6 +73,22 @@ def set_realtime_priority(priority, threads=None):
     except (OSError, ValueError) as error:
         print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
               'running with the default scheduler', file=sys.stderr)
+        return False
+    return True
+
+
+def spin_in_background(executor):
+    """Target of a helper thread (trajectory intake, action server): the default scheduler (a
+    thread started from the real-time loop thread would inherit SCHED_FIFO), then spin until
+    the context shuts down."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except OSError:
+        pass
+    try:
+        executor.spin()
+    except (rclpy.executors.ExternalShutdownException, rclpy.executors.ShutdownException):
+        pass
 
 
 def set_cpu_affinity(cpus):
@@ -77,7 +121,12 @@ def add_arguments(parser):
                              "after warm-up; default 45, below the 50 of ros2_control's "
                              'controller manager, whose cycle must preempt ours; DDS threads '
                              'stay normal; 0: default scheduler. Without the privilege '
-                             '(CAP_SYS_NICE or an rtprio limit) it says so once and runs normally')
+                             '(CAP_SYS_NICE or an rtprio limit) it says so once and runs '
+                             'normally. Set only on a real-time (PREEMPT_RT) kernel, as '
+                             'ros2_control_node')
+    parser.add_argument('--force-realtime', action='store_true',
+                        help='set the priority on a kernel without PREEMPT_RT too (for '
+                             'measurements: a busy loop then starves normal processes)')
     parser.add_argument('--cpu-affinity', type=int, nargs='+', metavar='CPU',
                         help="bind the process, DDS threads included, to these CPU cores, as "
                              "ros2_control_node's cpu_affinity (default: not bound)")

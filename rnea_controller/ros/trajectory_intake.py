@@ -19,7 +19,7 @@ from rclpy.executors import SingleThreadedExecutor
 from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller.errors import TrajectoryError
-from rnea_controller.ros import inputs
+from rnea_controller.ros import inputs, realtime
 
 SWITCH_INTERVAL = 0.0005  # [s] the GIL is handed over at least this often
 
@@ -36,17 +36,12 @@ class TrajectoryIntake:
                                       namespace=controller.get_namespace(),
                                       context=controller.context, use_global_arguments=False)
         self.node.create_subscription(JointTrajectory, base + '/joint_trajectory',
-                                      self._on_trajectory, 10)
+                                      self._on_trajectory, 100)  # bursts are kept
         self.executor = SingleThreadedExecutor(context=controller.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread = threading.Thread(target=realtime.spin_in_background,
+                                       args=(self.executor,), name='intake', daemon=True)
         self.thread.start()
-
-    def _spin(self):
-        try:
-            self.executor.spin()
-        except Exception:  # noqa: BLE001 (shutdown while spinning)
-            pass
 
     def _on_trajectory(self, msg):
         """Plan from the current reference, or refuse with the reason (logged, counted)."""
