@@ -132,6 +132,7 @@ class ControllerNode(LifecycleNode):
         self.mode = 'waiting for joint states'
         self._start_timing(self.config)
         self._timer = self.create_timer(self.config.period, self._tick, clock=self._steady)
+        self._timer_period_ns = self._timer.timer_period_ns
         self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active')
@@ -304,8 +305,8 @@ class ControllerNode(LifecycleNode):
     def _lock_phase(self, t_start):
         """Phase lock: the timer's next period, nudged within +-2 % (control/timing.py)."""
         period = self.timing.next_period(t_start)
-        if period is not None and round(period * 1e9) != self._timer.timer_period_ns:
-            self._timer.timer_period_ns = round(period * 1e9)
+        if period is not None and round(period * 1e9) != self._timer_period_ns:
+            self._timer_period_ns = self._timer.timer_period_ns = round(period * 1e9)
 
     def _swap_pending(self):
         if self._pending is not None:
