@@ -16,10 +16,10 @@ from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from rnea_controller.control.parameters import check, latency_setting, ParameterError
 from rnea_controller.control.timing import (
     LatencyEstimator,
     LoopTiming,
-    parse_latency,
     PhaseLock,
     predict,
     VelocityEstimator,
@@ -148,11 +148,18 @@ def test_prediction_is_exact_for_a_constant_acceleration():
     np.testing.assert_allclose(out[1], qd0 + qdd * dt, rtol=1e-12)
 
 
-def test_latency_parameter_values():
-    assert parse_latency('auto') == 'auto' and parse_latency('off') == 'off'
-    assert parse_latency('0.002') == 0.002
-    with pytest.raises(ValueError):
-        parse_latency('soon')
+def test_latency_parameter_values_as_users_type_them():
+    """YAML and `ros2 param set` turn `off` into false and `0.002` into a double."""
+    assert latency_setting('auto') == 'auto' and latency_setting('off') == 'off'
+    assert latency_setting(False) == 'off'
+    assert latency_setting('0.002') == 0.002 and latency_setting(0.002) == 0.002
+    assert latency_setting(0) == 0.0
+    for bad in ('soon', True, -0.001, 0.5, float('nan'), [0.002]):
+        with pytest.raises(ValueError):
+            latency_setting(bad)
+        with pytest.raises(ParameterError, match="latency_compensation = .*: must be 'auto', 'off'"):
+            check('latency_compensation', bad)
+    assert check('latency_compensation', False) is False
 
 
 # --- over DDS: the real controller on the real simulator's stream --------------------------

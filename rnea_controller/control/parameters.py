@@ -49,6 +49,7 @@ class Spec:
     size: int = 0
     rule: object = None
     low_exclusive: bool = False
+    dynamic: bool = False  # any ROS type; `rule` checks and `kind` is the usual one
 
     @property
     def per_joint(self):
@@ -64,16 +65,29 @@ class Spec:
         return f'{opening}{self.low:g}, {self.high:g}]'
 
 
-def _latency(value):
-    """latency_compensation: 'auto', 'off' or a fixed latency in seconds in [0, 0.1]."""
-    if value in ('auto', 'off'):
-        return None
+def latency_setting(value):
+    """latency_compensation -> 'auto', 'off' or a fixed latency [s] (float); ValueError if
+    none. Typed as users type it: YAML and `ros2 param set` make `off` a bool false and
+    `0.002` a double, so those are taken as well as the strings."""
+    if value is False or value in ('auto', 'off'):
+        return 'off' if value is False else value
+    if isinstance(value, bool):
+        raise ValueError('true is ambiguous')
     try:
         seconds = float(value)
-    except ValueError:
+    except (TypeError, ValueError):
         seconds = math.nan
     if not 0.0 <= seconds <= 0.1:
-        return "must be 'auto', 'off' or a latency in seconds within [0, 0.1], e.g. '0.002'"
+        raise ValueError('out of range')
+    return seconds
+
+
+def _latency(value):
+    """latency_compensation: 'auto', 'off' (or false) or a fixed latency in [0, 0.1] s."""
+    try:
+        latency_setting(value)
+    except ValueError:
+        return "must be 'auto', 'off' or a latency in seconds within [0, 0.1], e.g. 0.002"
     return None
 
 
@@ -155,10 +169,12 @@ TABLE = (
     Spec('law_failure_timeout', 'double', 0.5, 's', 'if the law stays non-finite this long '
          '(gravity hold of the last good configuration meanwhile), the node deactivates with '
          'its final command', low=0.0, high=60.0),
-    Spec('phase_lock', 'bool', True, '', 'lock the loop phase to the joint-state arrivals '
-         '(issue 12)', 'inactive'),
-    Spec('latency_compensation', 'string', 'auto', '', "'auto', 'off' or a fixed state latency "
-         "in seconds such as '0.002' (issue 12)", 'inactive', rule=_latency),
+    Spec('phase_lock', 'bool', True, '', "place the ticks just after the joint states' "
+         'arrival (docs/timing.md)', 'inactive'),
+    Spec('latency_compensation', 'string', 'auto', '', 'auto (measured online), off, or a '
+         "fixed latency [s] such as 0.002, from a state's stamp to its command taking effect: "
+         'the reference is sampled and the state predicted there (docs/timing.md)', 'inactive',
+         rule=_latency, dynamic=True),
     Spec('velocity_source', 'string', 'auto', '', 'joint velocities: auto (measured if the '
          'states carry them, else estimated), measured, estimated', 'inactive',
          choices=('auto', 'measured', 'estimated')),
@@ -218,6 +234,8 @@ def _is_number(value):
 
 def _type_error(spec, value):
     """Why `value` is not of `spec`'s kind, or None."""
+    if spec.dynamic:
+        return None  # its rule checks
     if spec.kind == 'bool':
         ok = isinstance(value, bool)
     elif spec.kind == 'int':

@@ -177,11 +177,6 @@ class LatencyEstimator:
         return L
 
 
-def parse_latency(value):
-    """`latency_compensation` -> 'auto', 'off' or a fixed latency [s] (float)."""
-    if value in ('auto', 'off'):
-        return value
-    return float(value)
 
 
 def predict(q, qd, qdd, dt, lag=0.0, out=None):

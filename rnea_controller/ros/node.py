@@ -51,8 +51,8 @@ from std_msgs.msg import Float64MultiArray, String
 
 from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
 from rnea_controller.control.loop_stats import LoopStats
-from rnea_controller.control.parameters import GLOBAL
-from rnea_controller.control.timing import LoopTiming, parse_latency, predict
+from rnea_controller.control.parameters import GLOBAL, latency_setting
+from rnea_controller.control.timing import LoopTiming, predict
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
 from rnea_controller.ros import diagnostics, inputs, realtime
@@ -229,7 +229,7 @@ class ControllerNode(LifecycleNode):
         values = cfg.values
         self.timing = LoopTiming(
             cfg.model.n, cfg.period, phase_lock=values['phase_lock'],
-            latency=parse_latency(values['latency_compensation']),
+            latency=latency_setting(values['latency_compensation']),
             velocity_source=values['velocity_source'], cutoff=values['velocity_filter_cutoff'])
         self.state.timing = self.timing
         self._qdd = np.zeros(cfg.model.n)

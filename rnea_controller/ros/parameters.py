@@ -26,7 +26,8 @@ def descriptor(spec):
     unit = f' [{spec.unit}]' if spec.unit else ''
     constraints = '; '.join(x for x in (spec.bounds_text(), f'changes: {spec.change}') if x)
     result = ParameterDescriptor(description=spec.description + unit,
-                                 additional_constraints=constraints)
+                                 additional_constraints=constraints,
+                                 dynamic_typing=spec.dynamic)
     if spec.kind == 'int' and spec.low is not None:
         result.integer_range = [IntegerRange(from_value=int(spec.low), to_value=int(spec.high),
                                              step=1)]
