@@ -204,7 +204,7 @@ def live_node(sizes, repeats, tree=None):
     log = tempfile.NamedTemporaryFile('w+', suffix='.log', prefix='bench_intake_', delete=False)
     env = dict(os.environ, **({'PYTHONPATH': str(Path(tree).resolve())} if tree else {}))
     node = subprocess.Popen([str(Path(sys.executable).parent / 'rnea-controller'), '--urdf',
-                             str(default_urdf_path()), '--ros-args', '-p', 'state_timeout:=2.0'],
+                             str(default_urdf_path()), '--ros-args', '-p', 'state_timeout:=1.0'],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     feeder, refs = StateFeeder(), References()
     try:

@@ -265,3 +265,13 @@ def test_fuzzed_parameter_sets_are_taken_whole_or_refused_and_commands_stay_safe
     future = client.parameters.set_parameters_atomically(
         [Parameter(name, value=value) for name, value in defaults.items()])
     assert wait_for(future.done, 5.0)
+
+
+def test_an_out_of_range_start_up_value_is_one_clear_line_not_a_traceback():
+    import subprocess
+    done = subprocess.run([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
+                           '--ros-args', '-p', 'state_timeout:=2.0'],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert 'state_timeout' in done.stderr and '[0.001, 1]' in done.stderr
+    assert 'Traceback' not in done.stderr + done.stdout

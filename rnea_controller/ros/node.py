@@ -499,7 +499,11 @@ def main(args=None):
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    node = ControllerNode(parameter_overrides=overrides)
+    try:
+        node = ControllerNode(parameter_overrides=overrides)
+    except ParameterError as error:
+        rclpy.try_shutdown()
+        sys.exit(f'rnea-controller: {error}')  # exit code 1, the reason on stderr
     executor = realtime.make_executor(options.executor)
     executor.add_node(node)
     try:

@@ -8,6 +8,7 @@ change, and refuses a request naming one parameter twice. The node's on-set call
 `validate_parameters` and hands the new config to the tick, which swaps it in at its start.
 """
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.parameter import Parameter
 
 from rnea_controller.control.parameters import (
@@ -16,6 +17,7 @@ from rnea_controller.control.parameters import (
     PER_JOINT,
     spec_of,
 )
+from rnea_controller.errors import ParameterError
 
 _UNSET_TYPES = {'double': Parameter.Type.DOUBLE, 'string_array': Parameter.Type.STRING_ARRAY,
                 'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING}
@@ -38,9 +40,16 @@ def descriptor(spec):
 
 
 def _declare(node, name, spec):
+    """Declare one parameter; a start-up value (--ros-args, params file) outside its
+    descriptor is a ParameterError naming it, its value and the range."""
     if not node.has_parameter(name):
         value = _UNSET_TYPES[spec.kind] if spec.default is None else spec.default
-        node.declare_parameter(name, value, descriptor(spec))
+        try:
+            node.declare_parameter(name, value, descriptor(spec))
+        except (InvalidParameterTypeException, InvalidParameterValueException) as error:
+            allowed = f'{spec.kind} {spec.bounds_text()} {spec.unit}'.rstrip()
+            raise ParameterError(f'{name}: the value given at start-up (--ros-args or params '
+                                 f'file) is refused, it must be {allowed}: {error}') from None
 
 
 def declare_global(node):
