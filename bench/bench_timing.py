@@ -120,6 +120,7 @@ class Recorder:
 
     def close(self):
         self.executor.shutdown(timeout_sec=1.0)
+        self.thread.join(2.0)  # before the context goes (else std::terminate at exit)
         self.node.destroy_node()
         import rclpy
         rclpy.shutdown(context=self.context)
