@@ -154,8 +154,9 @@ TABLE = (
          'each component', size=3, **_symmetric(100.0)),
     Spec('allow_partial_joints_goal', 'bool', False, '', 'accept trajectories naming only some '
          'joints; the others keep their desired position'),
-    Spec('state_timeout', 'double', 0.05, 's', 'a joint state older than this (since its '
-         'arrival, steady clock) is stale', low=1e-3, high=1.0),
+    Spec('state_timeout', 'double', 0.1, 's', 'a joint state older than this (since its '
+         'arrival, steady clock) is stale; the presets of real arms set their own (20-50 ms)',
+         low=1e-3, high=1.0),
     Spec('stale_policy', 'string', 'hold_then_stop', '', 'on stale state: hold_then_stop '
          '(gravity hold g(q_last) for stale_hold_time, then no command), hold (until states '
          'return) or stop (no command at once)', choices=('hold_then_stop', 'hold', 'stop')),
