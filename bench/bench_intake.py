@@ -150,7 +150,7 @@ class References:
         rclpy.init()
         self.node = rclpy.create_node('bench_intake')
         self.stamps, self.missed = [], []  # missed: (receive time [s], missed ticks so far)
-        self.node.create_subscription(JointState, '/rnea_controller/reference', self._on, 100_000)
+        self.node.create_subscription(JointState, '/rnea_controller/reference', self._on, 10_000)
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 100)
         self.publisher = self.node.create_publisher(
             JointTrajectory, '/rnea_controller/joint_trajectory', 10)
