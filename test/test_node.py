@@ -171,15 +171,19 @@ class Client:
         return {kv.key: kv.value for kv in self.diagnostics[-1].values}[key]
 
 
-@pytest.fixture(scope='module')
-def setup(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp('node')
-    (tmp / 'params.yaml').write_text(PARAMS)
+def start_node_and_client(tmp, params):
+    """The controller (bundled arm, `params` YAML) as a subprocess, and the test's Client."""
+    (tmp / 'params.yaml').write_text(params)
     procs = Processes(tmp)
     proc = procs.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
                         '--ros-args', '--params-file', str(tmp / 'params.yaml')])
     rclpy.init()
-    client = Client()
+    return Client(), procs, proc
+
+
+@pytest.fixture(scope='module')
+def setup(tmp_path_factory):
+    client, procs, proc = start_node_and_client(tmp_path_factory.mktemp('node'), PARAMS)
     yield client, procs, proc
     client.close()
     procs.close()

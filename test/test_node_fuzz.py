@@ -9,16 +9,15 @@ within the limits in force, and no step the measured state does not explain.
 import re
 import time
 
-from conftest import console_script, Processes, wait_for
+from conftest import console_script, wait_for
 from hypothesis import given, HealthCheck, settings
 from hypothesis import strategies as st
 import numpy as np
 import pytest
-import rclpy
 from rclpy.parameter import Parameter
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
-from test_node import Client, JOINTS, LIMITS, point, Q0
+from test_node import JOINTS, LIMITS, point, Q0, start_node_and_client
 from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller import default_urdf_path
@@ -37,13 +36,7 @@ PARAMS = """/**:
 
 @pytest.fixture(scope='module')
 def setup(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp('fuzz')
-    (tmp / 'params.yaml').write_text(PARAMS)
-    procs = Processes(tmp)
-    proc = procs.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
-                        '--ros-args', '--params-file', str(tmp / 'params.yaml')])
-    rclpy.init()
-    client = Client()
+    client, procs, proc = start_node_and_client(tmp_path_factory.mktemp('fuzz'), PARAMS)
     raw = client.node.create_publisher(JointState, '/joint_states', 10)
     assert wait_for(lambda: 'active' in procs.output(proc), 30.0), procs.output(proc)
     client.wait_for_subscribers()
