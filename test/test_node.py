@@ -46,6 +46,7 @@ PARAMS = """/**:
     stale_hold_time: 0.4
     external_wrench_timeout: 0.0
     latency_compensation: 'off'  # the law is checked at the measured state, not a prediction
+    effort_controller: ''  # no check on activation (its own test starts a stand-in)
 """
 Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 
@@ -457,6 +458,22 @@ def test_deactivate_publishes_the_final_command_and_activate_holds_again(setup):
     assert_holds(tau, ref, q)
 
 
+def test_quick_deactivate_activate_cycles_leave_it_alive_and_holding(setup):
+    """A tick or a state the executor queued before a transition destroyed its timer or
+    subscription must not run on the stopped loop (it once killed the node)."""
+    from lifecycle_msgs.msg import Transition
+    client, procs, proc = setup
+    q = Q0 + 0.01
+    client.set_state(q)
+    client.steady_command()
+    for _ in range(25):
+        assert change_state(client, Transition.TRANSITION_DEACTIVATE), procs.output(proc)[-2000:]
+        assert change_state(client, Transition.TRANSITION_ACTIVATE), procs.output(proc)[-2000:]
+    assert proc.poll() is None and 'Traceback' not in procs.output(proc), procs.output(proc)
+    tau, ref = client.steady_command()
+    assert_holds(tau, ref, q)
+
+
 def test_ctrl_c_publishes_the_final_gravity_hold_and_exits(setup):
     client, procs, proc = setup
     q = Q0 + 0.03
@@ -498,6 +515,40 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     client.pause()
     assert processes.stop(proc) == 0
     assert wait_for(lambda: np.array_equal(client.commands[-1], [0.0, 0.0]), 2.0)
+
+
+def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_order(
+        setup, processes):
+    """ros2_control's effort controller (a node in the same namespace, parameter `joints`) is
+    asked on activation; here an rclpy node of that name stands in for it."""
+    from lifecycle_msgs.srv import ChangeState
+    from rclpy.parameter import Parameter
+    client, _, _ = setup
+    effort = rclpy.create_node('effort_controller', namespace='/arm9')
+    effort.declare_parameter('joints', JOINTS[::-1])
+    client.executor.add_node(effort)
+    try:
+        proc = processes.start([console_script('rnea-controller'), '--urdf',
+                                str(default_urdf_path()), '--ros-args', '-r', '__ns:=/arm9'])
+        assert wait_for(lambda: 'activation refused' in processes.output(proc), 20.0), (
+            processes.output(proc))
+        log = processes.output(proc)
+        assert (f'the effort controller /arm9/effort_controller has joints {JOINTS[::-1]}, '
+                f'this controller {JOINTS}: same joints in the same order needed') in log
+        assert "'active'" not in log and '] active' not in log  # left inactive
+        effort.set_parameters([Parameter('joints', value=JOINTS)])
+        lifecycle = client.node.create_client(ChangeState, '/arm9/rnea_controller/change_state')
+        assert lifecycle.wait_for_service(5.0)
+        request = ChangeState.Request()
+        request.transition.id = 3  # activate
+        future = lifecycle.call_async(request)
+        assert wait_for(future.done, 10.0) and future.result().success, processes.output(proc)
+        assert 'effort controller /arm9/effort_controller has the same joints' in (
+            processes.output(proc))
+        assert processes.stop(proc) == 0
+    finally:
+        client.executor.remove_node(effort)
+        effort.destroy_node()
 
 
 def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):

@@ -256,6 +256,8 @@ class ControllerNode(LifecycleNode):
     def _tick(self):
         """One control period: pending config -> newest state -> reference one period ahead
         -> law -> publish."""
+        if self._timer is None:  # the executor had queued this tick before the loop stopped
+            return
         t_start = time.perf_counter()
         self._swap_pending()
         cfg, state = self.config, self.state
@@ -398,6 +400,8 @@ class ControllerNode(LifecycleNode):
 
     def _on_joint_states(self, msg):
         """A JointState, taken whole or refused whole (inputs.JointStateInput)."""
+        if self.config is None:  # queued before a cleanup destroyed the subscription
+            return
         self.states_received += 1
         try:
             self.state.take(msg, self.config.values['velocity_source'])
@@ -413,6 +417,8 @@ class ControllerNode(LifecycleNode):
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""
+        if self.config is None:  # queued before a cleanup destroyed the subscription
+            return
         try:
             self._f_ext = inputs.wrench(msg, self.config.model)
         except (inputs.ModelError, ValueError) as error:
