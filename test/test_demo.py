@@ -37,6 +37,9 @@ def test_demo_tracks_within_1e_3_rad_and_writes_bag_and_plots(tmp_path):
     for png in ('position.png', 'tracking_error.png', 'torque.png'):
         assert (tmp_path / png).stat().st_size > 10_000, png
     assert 'err rms' in stdout and str(tmp_path) in stdout
+    # the simulator's effort controller node answered the activation check
+    assert 'effort controller /effort_controller has the same joints' in (
+        tmp_path / 'controller.log').read_text()
 
 
 def test_an_unknown_payload_shows_in_the_error_and_the_estimate(tmp_path):

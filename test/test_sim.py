@@ -183,11 +183,24 @@ def test_names_are_relative_and_unique_under_a_namespace(sim):
     probe, _, _ = sim
     names = set()
     assert wait_for(lambda: names.update(probe.node.get_node_names_and_namespaces()) or
-                    {('arm_sim', NS), ('arm_sim_commands', NS)} <= names, 5.0), names
+                    {('arm_sim', NS), ('arm_sim_commands', NS), ('effort_controller', NS)}
+                    <= names, 5.0), names
     topics = dict(probe.node.get_topic_names_and_types())
     for topic in ('joint_states', 'robot_description', 'effort_controller/commands'):
         assert f'{NS}/{topic}' in topics, sorted(topics)
     assert '/joint_states' not in topics and '/diagnostics' in topics
+
+
+@pytest.mark.integration
+def test_its_effort_controller_node_lists_the_command_order_as_ros2_control_does(sim):
+    from rcl_interfaces.srv import GetParameters
+    probe, _, _ = sim
+    client = probe.node.create_client(GetParameters, f'{NS}/effort_controller/get_parameters')
+    assert client.wait_for_service(10.0)
+    future = client.call_async(GetParameters.Request(names=['joints']))
+    assert wait_for(future.done, 5.0)
+    model = pin.buildModelFromUrdf(str(default_urdf_path()))
+    assert list(future.result().values[0].string_array_value) == list(model.names)[1:]
 
 
 @pytest.fixture(scope='module')

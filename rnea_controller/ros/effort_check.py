@@ -2,54 +2,70 @@
 
 The effort controller named by parameter `effort_controller` (default 'effort_controller', in
 this node's namespace) is asked for its `joints` parameter through its parameter service. The
-question runs in a separate, short-lived rclpy context with its own node and executor, so
-that no service call ever blocks inside a callback of the controller's executor; it waits at
-most about `TIMEOUT` seconds for the service and as long for the answer. No answer: the check
-is skipped, and the log says so.
+question runs in a separate rclpy context with its own node and executor, so that no service
+call ever blocks inside a callback of the controller's executor. That context is opened at
+configure and closed at cleanup: DDS discovers the service in the background meanwhile, so an
+activation long after configure does not wait for discovery. It waits at most `DISCOVERY` seconds
+for the service (a new participant on a loaded host takes more than a second to be seen), then
+`ANSWER` seconds for the answer. No answer: the check is skipped, and the log says so.
 """
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import parameter_value_to_python
 
-TIMEOUT = 1.0  # [s] for the service to appear, then for the answer
+DISCOVERY = 3.0  # [s] for the service to appear
+ANSWER = 1.0  # [s] for its answer
 
 
-def _ask_joints(service, timeout=TIMEOUT):
-    """The `joints` value from `<service>` (a GetParameters name), or None if no answer."""
-    from rcl_interfaces.srv import GetParameters
-    context = rclpy.Context()
-    rclpy.init(args=[], context=context)  # no --ros-args: the helper keeps its own name
-    try:
-        node = rclpy.create_node('rnea_controller_effort_check', context=context,
-                                 enable_rosout=False, start_parameter_services=False)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        client = node.create_client(GetParameters, service)
-        if not client.wait_for_service(timeout):
+class EffortControllerCheck:
+    """The question to one effort controller, from configure (construction) to `close`."""
+
+    def __init__(self, node):
+        name = node.get_parameter('effort_controller').value
+        self.controller = f'{node.get_namespace().rstrip("/")}/{name}' if name else None
+        self._context = None
+        if self.controller is None:
+            return
+        from rcl_interfaces.srv import GetParameters
+        self._context = rclpy.Context()
+        rclpy.init(args=[], context=self._context)  # no --ros-args: the helper keeps its name
+        self._node = rclpy.create_node(  # named after ours: two arms' helpers differ
+            f'{node.get_name()}_effort_check', namespace=node.get_namespace(),
+            context=self._context, enable_rosout=False, start_parameter_services=False)
+        self._executor = SingleThreadedExecutor(context=self._context)
+        self._executor.add_node(self._node)
+        self._client = self._node.create_client(GetParameters,
+                                                f'{self.controller}/get_parameters')
+
+    def mismatch(self, joints, log):
+        """Why `joints` do not match the effort controller's, or None (also when unanswered)."""
+        if self.controller is None:
             return None
-        future = client.call_async(GetParameters.Request(names=['joints']))
-        executor.spin_until_future_complete(future, timeout)
+        theirs = self._ask_joints()
+        if theirs is None:
+            log(f'effort controller check skipped: {self.controller}/get_parameters did not '
+                f'answer within {DISCOVERY:g} s')
+            return None
+        if list(theirs) != list(joints):
+            return (f'the effort controller {self.controller} has joints {list(theirs)}, '
+                    f'this controller {list(joints)}: same joints in the same order needed')
+        log(f'effort controller {self.controller} has the same joints')
+        return None
+
+    def _ask_joints(self):
+        """Their `joints` value, or None if no answer."""
+        from rcl_interfaces.srv import GetParameters
+        if not self._client.wait_for_service(DISCOVERY):
+            return None
+        future = self._client.call_async(GetParameters.Request(names=['joints']))
+        self._executor.spin_until_future_complete(future, ANSWER)
         if not future.done() or not future.result().values:
             return None
         return parameter_value_to_python(future.result().values[0])
-    finally:
-        rclpy.shutdown(context=context)
 
-
-def effort_controller_mismatch(node, joints):
-    """Why `joints` do not match the effort controller's, or None (also when unanswered)."""
-    name = node.get_parameter('effort_controller').value
-    if not name:
-        return None
-    namespace = node.get_namespace().rstrip('/')
-    service = f'{namespace}/{name}/get_parameters'
-    theirs = _ask_joints(service)
-    if theirs is None:
-        node.get_logger().info(f'effort controller check skipped: {service} did not answer '
-                               f'within {TIMEOUT:g} s')
-        return None
-    if list(theirs) != list(joints):
-        return (f'the effort controller {namespace}/{name} has joints {list(theirs)}, '
-                f'this controller {list(joints)}: same joints in the same order needed')
-    node.get_logger().info(f'effort controller {namespace}/{name} has the same joints')
-    return None
+    def close(self):
+        if self._context is not None:
+            self._executor.shutdown()
+            self._node.destroy_node()
+            rclpy.shutdown(context=self._context)
+            self._context = None

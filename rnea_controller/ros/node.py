@@ -58,7 +58,7 @@ from rnea_controller.errors import ParameterError, RneaControllerError, UrdfErro
 from rnea_controller.ros import diagnostics, inputs, realtime
 from rnea_controller.ros import parameters as ros_parameters
 from rnea_controller.ros.action_server import TrajectoryActionServer
-from rnea_controller.ros.effort_check import effort_controller_mismatch
+from rnea_controller.ros.effort_check import EffortControllerCheck
 from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
@@ -81,7 +81,7 @@ class ControllerNode(LifecycleNode):
         super().__init__(NODE_NAME, **kwargs)
         ros_parameters.declare_global(self)
         self.config, self._pending, self._timer = None, None, None
-        self.action_server, self.intake = None, None
+        self.action_server, self.intake, self.effort_check = None, None, None
         self.mode = 'unconfigured'
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
@@ -116,13 +116,14 @@ class ControllerNode(LifecycleNode):
         self._allocate(self.config)
         self._create_entities()
         self.intake = TrajectoryIntake(self)
+        self.effort_check = EffortControllerCheck(self)  # discovery runs from now on
         self.mode = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state):
-        mismatch = effort_controller_mismatch(self, self.config.joints)
+        mismatch = self.effort_check.mismatch(self.config.joints, self.get_logger().info)
         if mismatch:
             self.get_logger().error(f'activation refused: {mismatch}')
             return TransitionCallbackReturn.FAILURE
@@ -145,7 +146,8 @@ class ControllerNode(LifecycleNode):
 
     def on_cleanup(self, state):
         self.intake.destroy()
-        self.intake = None
+        self.effort_check.close()
+        self.intake, self.effort_check = None, None
         for entity in self._entities:
             if isinstance(entity, Publisher):
                 self.destroy_publisher(entity)
@@ -527,6 +529,7 @@ def main(args=None):
         executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
         if node.intake is not None:
             node.intake.destroy()
+            node.effort_check.close()
         node.destroy_node()
         rclpy.try_shutdown()
 

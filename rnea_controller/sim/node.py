@@ -21,6 +21,9 @@ names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to
   empty, as positions-only drivers send it. `robot_description` (std_msgs/String,
   transient-local) with the URDF as given, never with the plant-only payload; `/diagnostics`
   (absolute, as every ROS node publishes it) at 1 Hz (status 'rnea_sim: plant').
+- a second node named as ros2_control's effort controller would be (`<ns>/effort_controller`
+  for the default command topic) with the read-only parameter `joints` (the command order), so
+  that the rnea controller's activation check of its joints finds what it finds on a real stack.
 
 Timing: sim time = wall time. A dedicated thread steps the physics at 1/timestep (1 kHz) against
 absolute wall-clock deadlines t0 + k·dt. When it wakes late (the machine was busy) the physics
@@ -43,7 +46,7 @@ import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 import rclpy
 import rclpy.exceptions
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -249,6 +252,22 @@ class SimNode(Node):
             self.on_command, 10)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_timer(1.0, self.publish_diagnostics)
+        self.controller_node = self._effort_controller_node()
+
+    def _effort_controller_node(self):
+        """A node named as ros2_control's effort controller would be (the command topic
+        `<ns>/<controller>/commands`), whose parameter `joints` lists the command order: the
+        rnea controller checks its joints against it on activation. None for another topic."""
+        parent, leaf = self.resolve_topic_name(self.config.command_topic).rsplit('/', 1)
+        if leaf != 'commands' or not parent:
+            return None
+        namespace, name = parent.rsplit('/', 1)
+        node = rclpy.create_node(name, namespace=namespace or '/', context=self.context,
+                                 use_global_arguments=False, enable_rosout=False)
+        node.declare_parameter('joints', self._command_joints(), ParameterDescriptor(
+            description='the joints of effort commands, in their order (read-only)',
+            read_only=True))
+        return node
 
     def _take_commands(self):
         """Take every command that arrived since the last step (physics thread)."""
@@ -386,6 +405,8 @@ class SimNode(Node):
         self.running = False
         self.thread.join(timeout=1.0)
         self.command_node.destroy_node()
+        if self.controller_node is not None:
+            self.controller_node.destroy_node()
 
 
 def parse_arguments(argv):
@@ -407,7 +428,11 @@ def main(args=None):
     node = None
     try:
         node = SimNode()
-        rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        if node.controller_node is not None:
+            executor.add_node(node.controller_node)
+        executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RneaControllerError as error:
