@@ -138,14 +138,14 @@ def sample_all(traj, times, out):
 class References:
     """This process's subscriber to the node's ~/reference stamps and /diagnostics' missed ticks.
 
-    An EventsExecutor, the cheapest rclpy has; on a loaded machine it may still lose references
-    (the node keeps 10), so the node's own count of missed ticks is read as well.
+    A SingleThreadedExecutor, as the tests'; on a loaded machine it may lose references (the node
+    keeps 10), so the node's own count of missed ticks is read as well.
     """
 
     def __init__(self):
         from diagnostic_msgs.msg import DiagnosticArray
         import rclpy
-        from rclpy.experimental import EventsExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
         rclpy.init()
         self.node = rclpy.create_node('bench_intake')
@@ -154,7 +154,7 @@ class References:
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 100)
         self.publisher = self.node.create_publisher(
             JointTrajectory, '/rnea_controller/joint_trajectory', 10)
-        self.executor = EventsExecutor()
+        self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
         self.spinner.start()
