@@ -28,7 +28,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'rnea-controller = rnea_controller.ros.node:main',
+            'rnea-controller = rnea_controller.ros.main:main',
             'rnea-sim = rnea_controller.sim.node:main',
             'rnea-send-trajectory = rnea_controller.tools.send_trajectory:main',
             'rnea-demo = rnea_controller.tools.demo:main',

@@ -564,7 +564,7 @@ def test_messages_written_in_place_read_back_as_written():
     serializes what was written (no codec of our own)."""
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from rnea_controller.ros.node import float_view
+    from rnea_controller.ros.outputs import float_view
     msg = JointState(name=JOINTS)
     views = [float_view(msg, field, 6) for field in ('position', 'velocity', 'effort')]
     values = np.arange(18.0).reshape(3, 6) - 7.5

@@ -211,8 +211,10 @@ def probe():
 def start_arm(processes, *sim_parameters):
     sim = processes.start([console_script('rnea-sim'), '--ros-args',
                            *[a for p in sim_parameters for a in ('-p', p)]])
+    # state_timeout 0.5 s: a simulator stalled for 0.1 s by a loaded host would rightly make
+    # the controller drop its trajectory (stale), which these tests do not check
     controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
-                                  '0'])
+                                  '0', '--ros-args', '-p', 'state_timeout:=0.5'])
     return sim, controller
 
 

@@ -32,7 +32,7 @@ def status_values(node):
         'overruns': node.stats.overruns, 'missed ticks': node.stats.missed,
         'ticks': node.stats.count, 'state age [ms]': f'{age:.1f}',
         'joint states received': node.states_received,
-        'publish failures': node.publish_failures,
+        'publish failures': node.outputs.failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},
         'non-finite fallbacks': controller.fallbacks,

@@ -6,9 +6,10 @@ with one compiled call, applies the limits and publishes effort commands, the re
 (1 Hz) diagnostics. Stamps and the trajectory time base follow system time, or ROS time if
 use_sim_time was set when the node was configured (a later change takes effect at the next
 configure). The pieces, one per module: inputs.py (joint states, trajectories, wrench,
-description), parameters.py (declarations from the table, change rules), diagnostics.py,
-realtime.py (executor, priority, affinity, signals), effort_check.py (the effort controller's
-`joints`, checked on activation).
+description), outputs.py (command, reference, diagnostics publishers), parameters.py
+(declarations from the table, change rules), diagnostics.py, realtime.py (executor, priority,
+affinity, signals), effort_check.py (the effort controller's `joints`, checked on activation),
+trajectory_intake.py and action_server.py (their own threads); main.py is the program.
 
 Modes (diagnostics 'mode'): 'unconfigured', 'inactive', 'waiting for joint states', 'hold',
 'tracking', 'stale: gravity hold', 'stale: stopped', 'law failure: gravity hold', 'finished'.
@@ -26,28 +27,17 @@ A parameter change is validated whole in the on-set callback (table ranges, mode
 the law at the current state and reference must be finite) and swapped in by the tick at its
 start. On deactivate, shutdown, Ctrl-C or SIGTERM: one final command, `final_command`.
 """
-import argparse
-import array
-import gc
 import math
-import sys
 import time
 
-from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
-import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-from rclpy.parameter import Parameter
-from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
-from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
+from std_msgs.msg import String
 
 from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
 from rnea_controller.control.loop_stats import LoopStats
@@ -55,23 +45,17 @@ from rnea_controller.control.parameters import GLOBAL, latency_setting
 from rnea_controller.control.timing import LoopTiming, predict
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
-from rnea_controller.ros import diagnostics, inputs, realtime
+from rnea_controller.ros import diagnostics, inputs
 from rnea_controller.ros import parameters as ros_parameters
 from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.effort_check import EffortControllerCheck
+from rnea_controller.ros.outputs import Outputs
 from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
 PARAMETERS = {spec.name: spec for spec in GLOBAL}  # the node's global parameters (the table)
 INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_description',
           'parameters')
-
-
-def float_view(msg, field, size):
-    """Set msg.field to `size` zeros and return a numpy view of the array the message holds,
-    written in place every tick (the setter may copy: the view is taken after it)."""
-    setattr(msg, field, array.array('d', bytes(8 * size)))
-    return np.frombuffer(getattr(msg, field), np.float64)
 
 
 class ControllerNode(LifecycleNode):
@@ -85,10 +69,9 @@ class ControllerNode(LifecycleNode):
         self.mode = 'unconfigured'
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
-        self.publish_failures = 0
         self.deactivate_requested = False
         self._urdf_from_topic, self._base_model = None, None
-        self._entities = []
+        self._subscriptions, self.outputs = [], None
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -145,16 +128,20 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state):
-        self.intake.destroy()
-        self.effort_check.close()
-        self.intake, self.effort_check = None, None
-        for entity in self._entities:
-            if isinstance(entity, Publisher):
-                self.destroy_publisher(entity)
-            else:
-                self.destroy_subscription(entity)
-        self._entities, self.config, self.mode = [], None, 'unconfigured'
+        self.release_helpers()
+        self.outputs.destroy()
+        for subscription in self._subscriptions:
+            self.destroy_subscription(subscription)
+        self._subscriptions, self.outputs, self.config = [], None, None
+        self.mode = 'unconfigured'
         return TransitionCallbackReturn.SUCCESS
+
+    def release_helpers(self):
+        """The intake's thread and the effort check's context (after the executor stopped)."""
+        if self.intake is not None:
+            self.intake.destroy()
+            self.effort_check.close()
+            self.intake, self.effort_check = None, None
 
     def on_shutdown(self, state):
         self.finish()
@@ -180,9 +167,7 @@ class ControllerNode(LifecycleNode):
             cfg = self.config
             tau = (self.controller.gravity_hold(cfg, self.state.q, rate_limited=False)
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
-            self._command_view[:] = tau
-            self._send(self.command_pub, self.command_msg)
-            self.command_pub.wait_for_all_acked(Duration(seconds=0.2))  # before DDS goes
+            self.outputs.final_command(tau)
             self.get_logger().info(f'final command ({cfg.final_command}): '
                                    f'{np.array2string(tau, precision=3)} N·m')
         if self.action_server is not None:  # after the final command: its goal ends as JTC's
@@ -206,18 +191,12 @@ class ControllerNode(LifecycleNode):
         return ros_parameters.values(self, self._joints(), changes)
 
     def _allocate(self, cfg):
-        """Preallocated state, reference and messages (reused at every tick)."""
-        m = len(cfg.joints)
+        """Preallocated state and reference (reused at every tick)."""
         self.state = inputs.JointStateInput(cfg.model.joint_names)
-        self._ref = np.zeros((3, m))
+        self._ref = np.zeros((3, len(cfg.joints)))
         self._f_ext, self._wrench_time = None, -math.inf
         self.controller = Controller(cfg)
         Trajectory.hold(np.zeros(cfg.model.n)).sample(0.0)  # compile the sampler now
-        self.command_msg = Float64MultiArray()
-        self._command_view = float_view(self.command_msg, 'data', m)
-        self.reference_msg = JointState(name=list(cfg.joints))
-        self._reference_views = [float_view(self.reference_msg, field, m)
-                                 for field in ('position', 'velocity', 'effort')]
         sim_time = self.get_parameter('use_sim_time').value
         self._now_ns = (lambda: self.get_clock().now().nanoseconds) if sim_time else time.time_ns
         self._t0_ns = self._now_ns()
@@ -243,12 +222,8 @@ class ControllerNode(LifecycleNode):
     def _create_entities(self):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
-        self.command_pub = self.create_publisher(Float64MultiArray, value('command_topic').value,
-                                                 10)
-        self.reference_pub = self.create_publisher(JointState, '~/reference', 10)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self._entities = [
-            self.command_pub, self.reference_pub, self.diagnostics_pub,
+        self.outputs = Outputs(self, value('command_topic').value, self.config.joints)
+        self._subscriptions = [
             self.create_subscription(JointState, value('joint_states_topic').value,
                                      self._on_joint_states, state_qos),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
@@ -325,32 +300,13 @@ class ControllerNode(LifecycleNode):
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
             stamp = self.get_clock().now().to_msg()
-            self._send(self.diagnostics_pub, diagnostics.make_status(self, stamp))
+            self.outputs.send(self.outputs.diagnostics_pub, diagnostics.make_status(self, stamp))
             self.diagnostics_time = time.perf_counter() - t_end
 
     def _publish(self, tau, ref, ref_ns):
         """Command and reference (stamped `ref_ns`, the instant its desired state is for)."""
-        self._command_view[:] = tau
-        self._send(self.command_pub, self.command_msg)
-        position, velocity, effort = self._reference_views
-        position[:], velocity[:], effort[:] = ref[0], ref[1], self.controller.feedforward
-        stamp = self.reference_msg.header.stamp
-        stamp.sec, stamp.nanosec = divmod(ref_ns, 1_000_000_000)
-        self._send(self.reference_pub, self.reference_msg)
-
-    def _send(self, publisher, msg):
-        """Publish; a failure of the middleware is counted and logged, never fatal.
-
-        Fast DDS can fail a reliable write when a subscriber lags far behind (ros2/rmw#209):
-        a slow `ros2 topic echo` of the reference must not stop the loop. The next tick sends
-        a new command; /diagnostics counts the failures."""
-        try:
-            publisher.publish(msg)
-        except RuntimeError as error:  # rclpy's RCLError
-            self.publish_failures += 1
-            self.get_logger().warning(f'publishing on {publisher.topic_name} failed '
-                                      f'({self.publish_failures} so far): {error}',
-                                      throttle_duration_sec=1.0)
+        self.outputs.command(tau)
+        self.outputs.reference(ref, self.controller.feedforward, ref_ns)
 
     def _law_failure(self, cfg, t_start):
         """The law is not finite: gravity hold meanwhile (Controller), deactivate when late."""
@@ -485,54 +441,3 @@ class ControllerNode(LifecycleNode):
             self._pending = config
         self.get_logger().info(f'parameters changed: {sorted(p.name for p in parameters)}')
         return None
-
-
-def _options(args):
-    parser = argparse.ArgumentParser(prog='rnea-controller',
-                                     description=__doc__.split('\n')[0])
-    realtime.add_arguments(parser)
-    parser.add_argument('--urdf', metavar='FILE',
-                        help='read robot_description from this URDF file (instead of the '
-                             'parameter or topic)')
-    return parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
-
-
-def main(args=None):
-    """Console script `rnea-controller` (ROS arguments after --ros-args)."""
-    options = _options(args)
-    overrides = []
-    if options.urdf:
-        with open(options.urdf, encoding='utf-8') as file:
-            overrides.append(Parameter('robot_description', value=file.read()))
-    if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
-        realtime.set_cpu_affinity(options.cpu_affinity)
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    try:
-        node = ControllerNode(parameter_overrides=overrides)
-    except ParameterError as error:
-        rclpy.try_shutdown()
-        sys.exit(f'rnea-controller: {error}')  # exit code 1, the reason on stderr
-    executor = realtime.make_executor(options.executor)
-    executor.add_node(node)
-    try:
-        node.autostart()  # Ctrl-C meanwhile: KeyboardInterrupt, nothing published yet
-        realtime.install_signal_handlers()  # from now on a flag, seen between callbacks
-        realtime.apply_realtime_options(options, node.get_logger().info)  # warm: loop thread
-        gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
-        while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
-            executor.spin_once(timeout_sec=0.1)
-            node.after_spin()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.finish()
-        executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
-        if node.intake is not None:
-            node.intake.destroy()
-            node.effort_check.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
-
-
-if __name__ == '__main__':
-    main()

@@ -1,0 +1,67 @@
+"""Console script `rnea-controller`: the controller node (node.py) in its executor.
+
+Command-line options come before `--ros-args` (`--urdf FILE`, and realtime.py's scheduling
+options); ROS arguments after it. Start-up: an out-of-range parameter ends the program with
+one line naming it (exit code 1). Ctrl-C or SIGTERM: the final command, then exit 0.
+"""
+import argparse
+import gc
+import sys
+
+import rclpy
+from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
+from rclpy.utilities import remove_ros_args
+
+from rnea_controller.errors import ParameterError
+from rnea_controller.ros import realtime
+from rnea_controller.ros.node import ControllerNode
+
+
+def _options(args):
+    parser = argparse.ArgumentParser(prog='rnea-controller',
+                                     description=ControllerNode.__doc__.split(' (')[0])
+    realtime.add_arguments(parser)
+    parser.add_argument('--urdf', metavar='FILE',
+                        help='read robot_description from this URDF file (instead of the '
+                             'parameter or topic)')
+    return parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
+
+
+def main(args=None):
+    """Console script `rnea-controller` (ROS arguments after --ros-args)."""
+    options = _options(args)
+    overrides = []
+    if options.urdf:
+        with open(options.urdf, encoding='utf-8') as file:
+            overrides.append(Parameter('robot_description', value=file.read()))
+    if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
+        realtime.set_cpu_affinity(options.cpu_affinity)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        node = ControllerNode(parameter_overrides=overrides)
+    except ParameterError as error:
+        rclpy.try_shutdown()
+        sys.exit(f'rnea-controller: {error}')  # exit code 1, the reason on stderr
+    executor = realtime.make_executor(options.executor)
+    executor.add_node(node)
+    try:
+        node.autostart()  # Ctrl-C meanwhile: KeyboardInterrupt, nothing published yet
+        realtime.install_signal_handlers()  # from now on a flag, seen between callbacks
+        realtime.apply_realtime_options(options, node.get_logger().info)  # warm: loop thread
+        gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
+        while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
+            executor.spin_once(timeout_sec=0.1)
+            node.after_spin()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.finish()
+        executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
+        node.release_helpers()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    main()
