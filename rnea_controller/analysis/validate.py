@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import json
 import math
 from pathlib import Path
+import signal
 import sys
 
 import numpy as np
@@ -389,7 +390,8 @@ def build_parser():
         'rosbag2 bag (sqlite3 or MCAP): tracking error, saturation, loop timing, model residual.',
         epilog='exit status: 0 every check passed, 1 a check failed (thresholds; non-finite or '
         'over-limit commands always fail), 2 bad input (missing topic, empty or corrupt bag, '
-        'unknown joints, URDF not matching the bag)')
+        'unknown joints, URDF not matching the bag), 3 an unexpected error (--debug shows its '
+        'traceback), 130 interrupted (Ctrl-C)')
     parser.add_argument('bag', help='rosbag2 directory, .mcap or .db3 file')
     parser.add_argument('-o', '--output', help='output directory (default: <bag>_validation)')
     parser.add_argument('--urdf', help="robot URDF (default: the bag's robot_description)")
@@ -419,7 +421,7 @@ def build_parser():
 
 
 def main(argv=None):
-    """Console script: exit 0 pass, 1 a check failed, 2 bad input."""
+    """Console script: exit 0 pass, 1 a check failed, 2 bad input, 3 unexpected, 130 Ctrl-C."""
     args = build_parser().parse_args(argv)
     bag = Path(args.bag)
     output = Path(args.output) if args.output else bag.parent / f'{bag.stem}_validation'
@@ -431,6 +433,10 @@ def main(argv=None):
                               payload_link=args.payload_link, plots=not args.no_plots,
                               locked_joints=args.locked_joints, identify=args.identify,
                               friction_velocity_width=args.friction_velocity_width)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback, the shell's code for it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # under launch a second one follows
+        print('rnea-validate: interrupted', file=sys.stderr)
+        return 130
     except RneaControllerError as error:
         if args.debug:
             raise

@@ -38,6 +38,10 @@ def main(args=None):
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    # Ctrl-C and SIGTERM set a flag, seen between callbacks, from now on: under ros2 launch a
+    # terminal's Ctrl-C comes twice (to the group, and forwarded), and neither may cut short
+    # the activation or the final command
+    realtime.install_signal_handlers()
     try:
         node = ControllerNode(parameter_overrides=overrides)
     except ParameterError as error:
@@ -46,15 +50,12 @@ def main(args=None):
     executor = realtime.make_executor(options.executor)
     executor.add_node(node)
     try:
-        node.autostart()  # Ctrl-C meanwhile: KeyboardInterrupt, nothing published yet
-        realtime.install_signal_handlers()  # from now on a flag, seen between callbacks
+        node.autostart()
         realtime.apply_realtime_options(options, node.get_logger().info)  # warm: loop thread
         gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
         while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
             executor.spin_once(timeout_sec=0.1)
             node.after_spin()
-    except KeyboardInterrupt:
-        pass
     finally:
         node.finish()
         executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)

@@ -37,6 +37,7 @@ import argparse
 from collections import deque
 from dataclasses import dataclass
 import math
+import signal
 import sys
 import threading
 import time
@@ -439,6 +440,9 @@ def main(args=None):
         print(f'rnea_sim: {error}', flush=True)
         return 1
     finally:
+        # Ctrl-C in a terminal reaches us twice under ros2 launch (from the terminal and
+        # forwarded by launch): a second one must not interrupt the clean-up
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if node is not None:
             node.stop()
             node.destroy_node()

@@ -36,6 +36,7 @@ import csv
 from dataclasses import dataclass
 import math
 from pathlib import Path
+import signal
 import sys
 import time
 
@@ -387,12 +388,14 @@ def wait_until_active(node, controller, timeout):
 
 
 def main(argv=None):
-    """Console script `rnea-send-trajectory`; exit 0 when sent, 1 on a bad file or no listener.
+    """Console script `rnea-send-trajectory`; exit 0 when sent, 1 on a bad file or no listener,
+    130 on Ctrl-C.
 
     ROS arguments (`--ros-args ...`, which launch always appends) go to rclpy, the rest to
     argparse.
     """
     import rclpy
+    from rclpy.executors import ExternalShutdownException
     from rclpy.utilities import remove_ros_args
     argv = sys.argv if argv is None else ['rnea-send-trajectory', *argv]
     args = parse_args(remove_ros_args(argv)[1:])
@@ -421,7 +424,11 @@ def main(argv=None):
     except TrajectoryError as error:
         print(f'rnea-send-trajectory: {error}', file=sys.stderr)
         return 1
+    except (KeyboardInterrupt, ExternalShutdownException):  # Ctrl-C: the shell's code for it
+        print('rnea-send-trajectory: interrupted', file=sys.stderr)
+        return 130
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # under launch a second Ctrl-C follows
         node.destroy_node()
         rclpy.try_shutdown()
 
