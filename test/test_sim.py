@@ -64,6 +64,14 @@ class Probe:
         with self.lock:
             self.states.clear()
 
+    def fresh_states(self, count, timeout=10.0):
+        """At least `count` states published from now on, and their stamps [s]."""
+        self.clear()
+        assert wait_for(lambda: len(self.states) >= count, timeout)
+        with self.lock:
+            states = list(self.states)
+        return states, np.array([stamp(m) for m in states])
+
     def latest(self):
         with self.lock:
             return self.states[-1] if self.states else None
@@ -105,12 +113,8 @@ def gravity(q):
 @pytest.mark.integration
 def test_publishes_stamped_joint_states_at_1khz_and_the_latched_description(sim):
     probe, _, _ = sim
-    probe.clear()
     # 1,000 states: 1 s of publishing, maybe more for this Python subscriber on a loaded machine
-    assert wait_for(lambda: len(probe.states) >= 1000, 10.0)
-    with probe.lock:
-        states = list(probe.states)
-    stamps = np.array([stamp(m) for m in states])
+    states, stamps = probe.fresh_states(1000)
     assert np.median(np.diff(stamps)) == pytest.approx(1e-3, abs=2e-5)
     # the rate seen; on a loaded machine the physics catches up and publishes the newest only
     assert (len(stamps) - 1) / (stamps[-1] - stamps[0]) > 0.25e3
@@ -220,11 +224,7 @@ def stream(tmp_path_factory):
 @pytest.mark.integration
 def test_a_500_hz_positions_only_stream_stamped_on_its_grid(stream):
     probe, _, _ = stream
-    probe.clear()
-    assert wait_for(lambda: len(probe.states) >= 500, 10.0)
-    with probe.lock:
-        states = list(probe.states)
-    stamps = np.array([stamp(m) for m in states])
+    states, stamps = probe.fresh_states(500)
     steps = np.diff(stamps)
     assert np.median(steps) == pytest.approx(2e-3, abs=2e-5)
     # stamped when sampled, on the 1 ms physics grid, whatever the publication jitter
