@@ -19,14 +19,13 @@ import argparse
 import json
 import os
 from pathlib import Path
-import signal
-import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
 
 import numpy as np
+from processes import start, stop
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -181,21 +180,6 @@ class Observer:
         import rclpy
         self.node.destroy_node()
         rclpy.shutdown()
-
-
-def start(args, log):
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            text=True)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def run(label, duration, urdf, observer, tmp):

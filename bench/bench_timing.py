@@ -19,14 +19,14 @@ Figures from a shared 2-core machine are noisy: compare the cases of one run wit
 import argparse
 import os
 from pathlib import Path
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 import numpy as np
+import processes
+from processes import stop
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -127,19 +127,7 @@ class Recorder:
 
 
 def start(args, log_dir, name):
-    log = open(Path(log_dir) / f'{name}.log', 'w')
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED='1'))
-
-
-def stop(proc):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+    return processes.start(args, open(Path(log_dir) / f'{name}.log', 'w'))
 
 
 def cpu_seconds(pid):
