@@ -137,7 +137,7 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def release_helpers(self):
-        """The intake's thread and the effort check's context (after the executor stopped)."""
+        """The intake's thread and the effort check's context (cleanup, and program exit)."""
         if self.intake is not None:
             self.intake.destroy()
             self.effort_check.close()
