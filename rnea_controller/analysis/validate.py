@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import json
 import math
 from pathlib import Path
-import signal
 import sys
 
 import numpy as np
@@ -30,6 +29,7 @@ from rnea_controller.analysis.motion import motion_failures, motion_report, Rang
 from rnea_controller.analysis.report import format_markdown, format_table
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import BagError, RneaControllerError
+from rnea_controller.interrupt import interrupt_once
 
 DEFAULT_TOPICS = {
     'joint_states': '/joint_states',
@@ -427,6 +427,7 @@ def main(argv=None):
     output = Path(args.output) if args.output else bag.parent / f'{bag.stem}_validation'
     thresholds = {k: getattr(args, k) for k in THRESHOLDS if getattr(args, k) is not None}
     topics = {k: getattr(args, f'topic_{k}') for k in DEFAULT_TOPICS}
+    interrupt_once()
     try:
         result = validate_bag(bag, output, urdf_path=args.urdf, topics=topics,
                               thresholds=thresholds, progress=not args.no_progress,
@@ -434,7 +435,6 @@ def main(argv=None):
                               locked_joints=args.locked_joints, identify=args.identify,
                               friction_velocity_width=args.friction_velocity_width)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, the shell's code for it
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # under launch a second one follows
         print('rnea-validate: interrupted', file=sys.stderr)
         return 130
     except RneaControllerError as error:

@@ -37,7 +37,6 @@ import argparse
 from collections import deque
 from dataclasses import dataclass
 import math
-import signal
 import sys
 import threading
 import time
@@ -51,12 +50,14 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from rnea_controller.dynamics.model import default_urdf_path
 from rnea_controller.errors import ParameterError, RneaControllerError
+from rnea_controller.interrupt import interrupt_once
 from rnea_controller.sim.plant import CommandHold, measure, Plant, PlantOptions
 
 # The bundled arm's start pose (UR 'home': upper arm up, forearm forward, tool down) [rad].
@@ -425,7 +426,8 @@ def parse_arguments(argv):
 def main(args=None):
     """Console script `rnea-sim` / `ros2 run rnea_controller rnea-sim`."""
     parse_arguments(sys.argv if args is None else args)
-    rclpy.init(args=args)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    interrupt_once()
     node = None
     try:
         node = SimNode()
@@ -433,16 +435,14 @@ def main(args=None):
         executor.add_node(node)
         if node.controller_node is not None:
             executor.add_node(node.controller_node)
-        executor.spin()
+        while rclpy.ok():  # returns every 0.1 s at most: Ctrl-C is seen at once
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RneaControllerError as error:
         print(f'rnea_sim: {error}', flush=True)
         return 1
     finally:
-        # Ctrl-C in a terminal reaches us twice under ros2 launch (from the terminal and
-        # forwarded by launch): a second one must not interrupt the clean-up
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if node is not None:
             node.stop()
             node.destroy_node()

@@ -36,7 +36,6 @@ import csv
 from dataclasses import dataclass
 import math
 from pathlib import Path
-import signal
 import sys
 import time
 
@@ -44,6 +43,7 @@ import numpy as np
 import yaml
 
 from rnea_controller.errors import TrajectoryError
+from rnea_controller.interrupt import interrupt_once
 
 DEMO_AMPLITUDES = (0.5, 0.35, 0.5, 0.6, 0.7, 0.9)  # [rad], then 0.6 rad for further joints
 DEMO_FREQUENCIES = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4)  # [Hz] before rounding to whole periods
@@ -395,7 +395,7 @@ def main(argv=None):
     argparse.
     """
     import rclpy
-    from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
     from rclpy.utilities import remove_ros_args
     argv = sys.argv if argv is None else ['rnea-send-trajectory', *argv]
     args = parse_args(remove_ros_args(argv)[1:])
@@ -404,7 +404,8 @@ def main(argv=None):
     except TrajectoryError as error:
         print(f'rnea-send-trajectory: {error}', file=sys.stderr)
         return 1
-    rclpy.init(args=argv)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    interrupt_once()  # Ctrl-C: KeyboardInterrupt once; rclpy's context stays valid meanwhile
     node = rclpy.create_node('rnea_send_trajectory')
     try:
         if args.wait_active:
@@ -424,11 +425,10 @@ def main(argv=None):
     except TrajectoryError as error:
         print(f'rnea-send-trajectory: {error}', file=sys.stderr)
         return 1
-    except (KeyboardInterrupt, ExternalShutdownException):  # Ctrl-C: the shell's code for it
+    except KeyboardInterrupt:  # Ctrl-C: the shell's code for it
         print('rnea-send-trajectory: interrupted', file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # under launch a second Ctrl-C follows
         node.destroy_node()
         rclpy.try_shutdown()
 
