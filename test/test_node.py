@@ -423,16 +423,17 @@ def test_stale_policy_stop_commands_nothing_at_once(setup):
     assert result.successful
 
 
-def change_state(client, transition_id, timeout=5.0):
-    """Call the node's lifecycle change_state. The service client is made once and kept:
+def change_state(client, transition_id, timeout=5.0, node='/rnea_controller'):
+    """Call `node`'s lifecycle change_state. Its service client is made once and kept:
     destroying an entity while the client's executor spins can end that executor's thread."""
     from lifecycle_msgs.srv import ChangeState
-    if not hasattr(client, 'lifecycle'):
-        client.lifecycle = client.node.create_client(ChangeState, '/rnea_controller/change_state')
-    assert client.lifecycle.wait_for_service(5.0)
+    clients = client.__dict__.setdefault('lifecycle', {})
+    if node not in clients:
+        clients[node] = client.node.create_client(ChangeState, f'{node}/change_state')
+    assert clients[node].wait_for_service(5.0)
     request = ChangeState.Request()
     request.transition.id = transition_id
-    future = client.lifecycle.call_async(request)
+    future = clients[node].call_async(request)
     return wait_for(future.done, timeout) and future.result().success
 
 
@@ -521,7 +522,7 @@ def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_or
         setup, processes):
     """ros2_control's effort controller (a node in the same namespace, parameter `joints`) is
     asked on activation; here an rclpy node of that name stands in for it."""
-    from lifecycle_msgs.srv import ChangeState
+    from lifecycle_msgs.msg import Transition
     from rclpy.parameter import Parameter
     client, _, _ = setup
     effort = rclpy.create_node('effort_controller', namespace='/arm9')
@@ -537,12 +538,8 @@ def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_or
                 f'this controller {JOINTS}: same joints in the same order needed') in log
         assert "'active'" not in log and '] active' not in log  # left inactive
         effort.set_parameters([Parameter('joints', value=JOINTS)])
-        lifecycle = client.node.create_client(ChangeState, '/arm9/rnea_controller/change_state')
-        assert lifecycle.wait_for_service(5.0)
-        request = ChangeState.Request()
-        request.transition.id = 3  # activate
-        future = lifecycle.call_async(request)
-        assert wait_for(future.done, 10.0) and future.result().success, processes.output(proc)
+        assert change_state(client, Transition.TRANSITION_ACTIVATE, 10.0,
+                            node='/arm9/rnea_controller'), processes.output(proc)
         assert 'effort controller /arm9/effort_controller has the same joints' in (
             processes.output(proc))
         assert processes.stop(proc) == 0

@@ -13,6 +13,15 @@ from rnea_controller import default_urdf_path
 pytestmark = pytest.mark.integration
 
 
+def ctrl_c_repeatedly(proc):
+    """SIGINT to its process group 5 times, 0-100 ms apart: the later ones land in clean-up."""
+    for gap in (0.0, 0.002, 0.01, 0.03, 0.1):
+        if proc.poll() is not None:
+            break
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(gap)
+
+
 @pytest.mark.parametrize('program, ready', [
     (['rnea-sim'], 'simulating'),
     (['rnea-controller', '--urdf', str(default_urdf_path())], 'configured'),
@@ -22,11 +31,7 @@ def test_repeated_ctrl_c_ends_the_program_cleanly(processes, program, ready):
                             '__ns:=/signals'])
     assert wait_for(lambda: ready in processes.output(proc), 30.0), processes.output(proc)
     time.sleep(0.5)
-    for gap in (0.0, 0.002, 0.01, 0.03, 0.1):  # the second, third... land during clean-up
-        if proc.poll() is not None:
-            break
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(gap)
+    ctrl_c_repeatedly(proc)
     assert proc.wait(15) == 0, processes.output(proc)
     assert 'Traceback' not in processes.output(proc), processes.output(proc)
 
@@ -37,11 +42,7 @@ def test_ctrl_c_while_the_sender_waits_for_the_controller_ends_it_quietly(proces
                             '--wait', '60', '--ros-args', '-r', '__ns:=/signals_sender'])
     time.sleep(3.0)  # rclpy is up and waiting for a controller that never comes
     assert proc.poll() is None, processes.output(proc)
-    for gap in (0.0, 0.002, 0.01, 0.03, 0.1):
-        if proc.poll() is not None:
-            break
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(gap)
+    ctrl_c_repeatedly(proc)
     assert proc.wait(15) == 130, processes.output(proc)
     assert 'rnea-send-trajectory: interrupted' in processes.output(proc)
     assert 'Traceback' not in processes.output(proc), processes.output(proc)

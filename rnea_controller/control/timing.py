@@ -177,8 +177,6 @@ class LatencyEstimator:
         return L
 
 
-
-
 def predict(q, qd, qdd, dt, lag=0.0, out=None):
     """The state carried forward by dt [s] under the desired acceleration qdd [rad/s^2]:
 

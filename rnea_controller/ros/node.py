@@ -300,7 +300,7 @@ class ControllerNode(LifecycleNode):
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
             stamp = self.get_clock().now().to_msg()
-            self.outputs.send(self.outputs.diagnostics_pub, diagnostics.make_status(self, stamp))
+            self.outputs.diagnostics(diagnostics.make_status(self, stamp))
             self.diagnostics_time = time.perf_counter() - t_end
 
     def _publish(self, tau, ref, ref_ns):

@@ -48,6 +48,9 @@ class Outputs:
         stamp.sec, stamp.nanosec = divmod(ref_ns, 1_000_000_000)
         self.send(self.reference_pub, self.reference_msg)
 
+    def diagnostics(self, msg):
+        self.send(self.diagnostics_pub, msg)
+
     def final_command(self, tau):
         """The last command, waited for until acknowledged (at most 0.2 s) before DDS goes."""
         self.command(tau)
