@@ -28,7 +28,6 @@ from control_msgs.msg import JointTrajectoryControllerState
 import numpy as np
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -86,11 +85,7 @@ class TrajectoryActionServer:
         self.node.create_timer(1.0 / _rate(values, 'state_publish_rate', 50.0),
                                self._publish_state)
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
-        self.executor = SingleThreadedExecutor(context=controller.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=realtime.spin_in_background,
-                                       args=(self.executor,), name='action', daemon=True)
-        self.thread.start()
+        self.spinner = realtime.BackgroundSpinner(self.node, 'action')
 
     # --- called by the tick (O(1), never blocks) ------------------------------------------
 
@@ -285,14 +280,13 @@ class TrajectoryActionServer:
             if self._active is not None:
                 self._active.end('abort', rules.INVALID_GOAL, rules.DEACTIVATED_TEXT)
             ended.set()
-        self.executor.create_task(end_active)
+        self.spinner.executor.create_task(end_active)
         ended.wait(timeout)
         deadline = time.monotonic() + timeout
         while self._active is not None and time.monotonic() < deadline:
             time.sleep(0.01)  # the execute coroutine returns the result, the server sends it
         time.sleep(0.05)
-        self.executor.shutdown(timeout)
-        self.thread.join(timeout)
+        self.spinner.stop(timeout)
         self.server.destroy()
         self.node.destroy_node()
 

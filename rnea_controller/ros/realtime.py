@@ -77,18 +77,37 @@ def set_realtime_priority(priority, threads=None):
     return True
 
 
-def spin_in_background(executor):
-    """Target of a helper thread (trajectory intake, action server): the default scheduler (a
-    thread started from the real-time loop thread would inherit SCHED_FIFO), then spin until
-    the context shuts down."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except OSError:
-        pass
-    try:
-        executor.spin()
-    except (rclpy.executors.ExternalShutdownException, rclpy.executors.ShutdownException):
-        pass
+class BackgroundSpinner:
+    """A SingleThreadedExecutor for `node`, spun by a thread of its own (trajectory intake,
+    action server) with the default scheduler (a thread started from the real-time loop
+    thread would inherit SCHED_FIFO), until `stop`.
+
+    `stop` ends the thread first and shuts the executor down after: rclpy's
+    Executor.shutdown, called while another thread spins, destroys the executor's guard
+    condition under that thread's feet (InvalidHandle in the spinning thread)."""
+
+    def __init__(self, node, name):
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
+        self._thread.start()
+
+    def _spin(self):
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:
+            pass
+        try:
+            while not self._stop.is_set() and self.executor.context.ok():
+                self.executor.spin_once(timeout_sec=0.05)
+        except (rclpy.executors.ExternalShutdownException, rclpy.executors.ShutdownException):
+            pass
+
+    def stop(self, timeout=1.0):
+        self._stop.set()
+        self._thread.join(timeout)
+        self.executor.shutdown(0)
 
 
 def set_cpu_affinity(cpus):

@@ -11,11 +11,9 @@ one. The interpreter's switch interval is shortened so that the tick gets the GI
 about half a millisecond.
 """
 import sys
-import threading
 import time
 
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller.errors import TrajectoryError
@@ -37,11 +35,7 @@ class TrajectoryIntake:
                                       context=controller.context, use_global_arguments=False)
         self.node.create_subscription(JointTrajectory, base + '/joint_trajectory',
                                       self._on_trajectory, 100)  # bursts are kept
-        self.executor = SingleThreadedExecutor(context=controller.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=realtime.spin_in_background,
-                                       args=(self.executor,), name='intake', daemon=True)
-        self.thread.start()
+        self.spinner = realtime.BackgroundSpinner(self.node, 'intake')
 
     def _on_trajectory(self, msg):
         """Plan from the current reference, or refuse with the reason (logged, counted)."""
@@ -76,6 +70,5 @@ class TrajectoryIntake:
                                f'{planned.end_time - now:.3f} s (intake {seconds * 1e3:.2f} ms)')
 
     def destroy(self):
-        self.executor.shutdown(1.0)
-        self.thread.join(1.0)
+        self.spinner.stop()
         self.node.destroy_node()
