@@ -536,7 +536,7 @@ def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_or
         log = processes.output(proc)
         assert (f'the effort controller /arm9/effort_controller has joints {JOINTS[::-1]}, '
                 f'this controller {JOINTS}: same joints in the same order needed') in log
-        assert "'active'" not in log and '] active' not in log  # left inactive
+        assert ']: active' not in log  # left inactive
         effort.set_parameters([Parameter('joints', value=JOINTS)])
         assert change_state(client, Transition.TRANSITION_ACTIVATE, 10.0,
                             node='/arm9/rnea_controller'), processes.output(proc)
@@ -546,6 +546,20 @@ def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_or
     finally:
         client.executor.remove_node(effort)
         effort.destroy_node()
+
+
+def test_activation_goes_on_with_a_warning_when_no_effort_controller_answers(processes):
+    """The effort controller may be spawned after us: no answer is no reason to refuse."""
+    proc = processes.start([console_script('rnea-controller'), '--urdf',
+                            str(default_urdf_path()), '--ros-args', '-r', '__ns:=/arm8'])
+    assert wait_for(lambda: 'check skipped' in processes.output(proc), 20.0), (
+        processes.output(proc))
+    assert wait_for(lambda: ']: active' in processes.output(proc), 5.0), processes.output(proc)
+    line = next(line for line in processes.output(proc).splitlines() if 'check skipped' in line)
+    assert line.startswith('[WARN] ') and line.endswith(
+        'effort controller check skipped: /arm8/effort_controller/get_parameters did not answer '
+        'within 3 s'), line
+    assert processes.stop(proc) == 0
 
 
 def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):

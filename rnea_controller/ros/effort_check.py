@@ -37,19 +37,20 @@ class EffortControllerCheck:
         self._client = self._node.create_client(GetParameters,
                                                 f'{self.controller}/get_parameters')
 
-    def mismatch(self, joints, log):
-        """Why `joints` do not match the effort controller's, or None (also when unanswered)."""
+    def mismatch(self, joints, logger):
+        """Why `joints` do not match the effort controller's, or None (also when unanswered:
+        a warning on `logger` then, since the controller may be spawned later)."""
         if self.controller is None:
             return None
         theirs = self._ask_joints()
         if theirs is None:
-            log(f'effort controller check skipped: {self.controller}/get_parameters did not '
-                f'answer within {DISCOVERY:g} s')
+            logger.warning(f'effort controller check skipped: {self.controller}/get_parameters '
+                           f'did not answer within {DISCOVERY:g} s')
             return None
         if list(theirs) != list(joints):
             return (f'the effort controller {self.controller} has joints {list(theirs)}, '
                     f'this controller {list(joints)}: same joints in the same order needed')
-        log(f'effort controller {self.controller} has the same joints')
+        logger.info(f'effort controller {self.controller} has the same joints')
         return None
 
     def _ask_joints(self):

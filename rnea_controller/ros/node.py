@@ -106,7 +106,7 @@ class ControllerNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state):
-        mismatch = self.effort_check.mismatch(self.config.joints, self.get_logger().info)
+        mismatch = self.effort_check.mismatch(self.config.joints, self.get_logger())
         if mismatch:
             self.get_logger().error(f'activation refused: {mismatch}')
             return TransitionCallbackReturn.FAILURE

@@ -1,7 +1,7 @@
 """rnea-demo (`./run demo`): the whole mission with one command, no robot needed.
 
-1. starts the simulated arm (`rnea-sim`, MuJoCo) and the controller (`rnea-controller`) as
-   subprocesses, their logs in the output directory;
+1. starts the simulated arm (`rnea-sim`, MuJoCo) and, once it publishes joint states, the
+   controller (`rnea-controller`), as subprocesses, their logs in the output directory;
 2. records joint states, commands, reference, trajectory, diagnostics and the robot description
    into an MCAP rosbag2 bag (`ros2 bag record` where it exists, else `tools.record`);
 3. once the controller holds the arm, sends the demo motion (`tools.send_trajectory`: every
@@ -245,9 +245,12 @@ def run_with_progress(seconds, monitor, processes, label):
         progress.update(task, completed=seconds)
 
 
-def start_processes(processes, args):
+def start_simulator(processes, args):
     processes.start('sim', [find_program('rnea-sim'), '--ros-args', '-p',
                             f'payload.mass:={float(args.payload)!r}'])
+
+
+def start_controller(processes, args):
     processes.start('controller', [find_program('rnea-controller'), '--ros-args', '-p',
                                    f'control_law:={args.law}'])
 
@@ -264,10 +267,13 @@ def run(args):
     processes = Processes(output)
     monitor = Monitor(bag_path)
     try:
-        start_processes(processes, args)
-        print('starting the simulator and the controller...', flush=True)
+        # as on a robot: the hardware (here the simulator) runs before the controller starts
+        print('starting the simulator...', flush=True)
+        start_simulator(processes, args)
         wait_until(lambda: monitor.state is not None, 'joint states from the simulator',
                    processes)
+        print('starting the controller...', flush=True)
+        start_controller(processes, args)
         wait_until(lambda: monitor.reference is not None, 'reference from the controller',
                    processes)
         monitor.start_recording(processes)
