@@ -17,7 +17,8 @@ PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED and cancel (CANCELED) hold the 
 position; success holds the last point. Beyond JTC: a trajectory on ~/joint_trajectory, or the
 node dropping the trajectory (stale joint states), ends the goal ABORTED with INVALID_GOAL and
 the reason; deactivation ends it as JTC ("Current goal cancelled during deactivate
-transition."). controller_state is published at `state_publish_rate` [Hz].
+transition."). controller_state is published at `state_publish_rate` [Hz] while it has
+subscribers.
 """
 import sys
 import threading
@@ -28,6 +29,7 @@ from control_msgs.msg import JointTrajectoryControllerState
 import numpy as np
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -75,15 +77,20 @@ class TrajectoryActionServer:
         self._snap = np.zeros((6, len(self.joints)))  # ref (3 rows), q, qd, tau
         self._snap_ns, self._seq = 0, 0
         self._pending, self._active, self._planned = None, None, None
-        self.state_pub = self.node.create_publisher(JointTrajectoryControllerState,
-                                                    base + '/controller_state', 10)
+        self.state_pub = self.node.create_publisher(
+            JointTrajectoryControllerState, base + '/controller_state', 10,
+            event_callbacks=PublisherEventCallbacks(matched=self._on_state_matched))
         self.server = ActionServer(
             self.node, FollowJointTrajectory, base + '/follow_joint_trajectory',
             execute_callback=self._execute, goal_callback=self._on_goal,
             handle_accepted_callback=self._on_accepted, cancel_callback=self._on_cancel)
-        self.node.create_timer(1.0 / _rate(values, 'action_monitor_rate', 20.0), self._monitor)
-        self.node.create_timer(1.0 / _rate(values, 'state_publish_rate', 50.0),
-                               self._publish_state)
+        # both timers run only while needed: each callback of rclpy's executor costs ~1 ms here
+        self._monitor_timer = self.node.create_timer(
+            1.0 / _rate(values, 'action_monitor_rate', 20.0),
+            realtime.timer_callback(self._monitor), autostart=False)
+        self._state_timer = self.node.create_timer(
+            1.0 / _rate(values, 'state_publish_rate', 50.0),
+            realtime.timer_callback(self._publish_state), autostart=False)
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self.spinner = realtime.BackgroundSpinner(self.node, 'action')
 
@@ -173,6 +180,7 @@ class TrajectoryActionServer:
         self._active = Goal(handle, trajectory, rules.GoalMonitor(tolerances, times, self.joints))
         self.log.info(f'action goal accepted: {len(times)} points, ends in '
                       f'{times[-1] - self.controller._seconds(self.controller._now_ns()):.3f} s')
+        self._monitor_timer.reset()  # stopped again by the monitor once no goal runs
         handle.execute()
 
     async def _execute(self, handle):
@@ -219,7 +227,9 @@ class TrajectoryActionServer:
     def _monitor(self):
         """At action_monitor_rate: feedback, then the goal's outcome (control/goal.py)."""
         goal, snap = self._active, self.snapshot()
-        if goal is None or snap is None or goal.done.done():
+        if goal is None or goal.done.done():
+            return self._monitor_timer.cancel()
+        if snap is None:
             return
         reason = self._replaced(goal)
         if reason:
@@ -256,6 +266,13 @@ class TrajectoryActionServer:
             joint_names=self.joints, desired=desired, actual=actual, error=error, index=index)
         feedback.header.stamp.sec, feedback.header.stamp.nanosec = divmod(ns, 1_000_000_000)
         return feedback
+
+    def _on_state_matched(self, info):
+        """controller_state is published while it has subscribers (its timer runs then)."""
+        if info.current_count > 0:
+            self._state_timer.reset()
+        else:
+            self._state_timer.cancel()
 
     def _publish_state(self):
         """~/controller_state from the newest snapshot (stamped with the reference's instant)."""

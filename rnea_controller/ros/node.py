@@ -45,7 +45,7 @@ from rnea_controller.control.parameters import GLOBAL, latency_setting
 from rnea_controller.control.timing import LoopTiming, predict
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
-from rnea_controller.ros import diagnostics, inputs
+from rnea_controller.ros import diagnostics, inputs, realtime
 from rnea_controller.ros import parameters as ros_parameters
 from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.effort_check import EffortControllerCheck
@@ -115,7 +115,8 @@ class ControllerNode(LifecycleNode):
         self._stale_since, self._failure_logged = None, False
         self.mode = 'waiting for joint states'
         self._start_timing(self.config)
-        self._timer = self.create_timer(self.config.period, self._tick, clock=self._steady)
+        self._timer = self.create_timer(self.config.period, realtime.timer_callback(self._tick),
+                                        clock=self._steady)
         self._timer_period_ns = self._timer.timer_period_ns
         self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
