@@ -286,6 +286,8 @@ def compute_p50(urdf):
         t = time.perf_counter()
         node._tick()
         times.append(time.perf_counter() - t)
+    node.finish()  # as the program ends: the action server's and the intake's threads stop
+    node.release_helpers()
     node.destroy_node()
     rclpy.shutdown()
     return np.percentile(times, 50) * 1e6, np.percentile(times, 99) * 1e6
