@@ -1,27 +1,20 @@
 """The `rnea_controller` lifecycle node: thin ROS 2 glue around `control.law`.
 
 A fixed-rate timer on the STEADY clock (whatever `use_sim_time` says: a simulated clock that
-stops must not stop the commands) samples the reference one period ahead, computes the law
-with one compiled call, applies the limits and publishes effort commands, the reference and
-(1 Hz) diagnostics. Stamps and the trajectory time base follow system time, or ROS time if
-use_sim_time was set when the node was configured (a later change takes effect at the next
-configure). The pieces, one per module: inputs.py (joint states, trajectories, wrench,
+stops must not stop the commands) runs the tick of loop.py: reference one period ahead, the law
+in one compiled call, limits, effort command, reference and (1 Hz) diagnostics. Stamps and the
+trajectory time base follow system time, or ROS time if use_sim_time was set when the node was
+configured (a later change takes effect at the next configure). This file: the lifecycle, the
+set-up, the inputs' callbacks and parameter changes. The other pieces, one per module: loop.py
+(the tick, stale states, law failure), inputs.py (joint states, trajectories, wrench,
 description), outputs.py (command, reference, diagnostics publishers), parameters.py
 (declarations from the table, change rules), diagnostics.py, realtime.py (executor, priority,
-affinity, signals), effort_check.py (the effort controller's `joints`, checked on activation),
-trajectory_intake.py and action_server.py (their own threads); main.py is the program.
+affinity, signals, timer callbacks), effort_check.py (the effort controller's `joints`,
+checked on activation), trajectory_intake.py and action_server.py (their own threads);
+main.py is the program.
 
 Modes (diagnostics 'mode'): 'unconfigured', 'inactive', 'waiting for joint states', 'hold',
 'tracking', 'stale: gravity hold', 'stale: stopped', 'law failure: gravity hold', 'finished'.
-
-Stale state (newest valid joint state older than `state_timeout`, by arrival on the steady
-clock): the trajectory is dropped; `stale_policy` hold_then_stop publishes g(q_last) for
-`stale_hold_time` then nothing, hold publishes g(q_last) until states return, stop publishes
-nothing at once. Fresh states then hold the measured position.
-
-Law failure (non-finite law at runtime): the gravity hold of the last good configuration at the
-measured position, logged once, counted in 'non-finite fallbacks'; after `law_failure_timeout`
-the node deactivates with its final command.
 
 A parameter change is validated whole in the on-set callback (table ranges, model rules, and
 the law at the current state and reference must be finite) and swapped in by the tick at its
@@ -41,14 +34,14 @@ from std_msgs.msg import String
 
 from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
 from rnea_controller.control.loop_stats import LoopStats
-from rnea_controller.control.parameters import GLOBAL, latency_setting
-from rnea_controller.control.timing import LoopTiming, predict
+from rnea_controller.control.parameters import GLOBAL
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
-from rnea_controller.ros import diagnostics, inputs, realtime
+from rnea_controller.ros import inputs, realtime
 from rnea_controller.ros import parameters as ros_parameters
 from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.effort_check import EffortControllerCheck
+from rnea_controller.ros.loop import ControlLoop
 from rnea_controller.ros.outputs import Outputs
 from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
@@ -58,7 +51,7 @@ INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_descript
           'parameters')
 
 
-class ControllerNode(LifecycleNode):
+class ControllerNode(ControlLoop, LifecycleNode):
     """rnea_controller: computed-torque control of an arm over ROS 2 topics (see module doc)."""
 
     def __init__(self, **kwargs):
@@ -204,22 +197,6 @@ class ControllerNode(LifecycleNode):
         self.stats = LoopStats()
         self.diagnostics_time = 0.0
 
-    def _start_timing(self, cfg):
-        """Phase lock, latency compensation and velocity estimate (control/timing.py, issue
-        12), from the parameters in force at activation; the first state says once which
-        velocity source is used."""
-        values = cfg.values
-        self.timing = LoopTiming(
-            cfg.model.n, cfg.period, phase_lock=values['phase_lock'],
-            latency=latency_setting(values['latency_compensation']),
-            velocity_source=values['velocity_source'], cutoff=values['velocity_filter_cutoff'])
-        self.state.timing = self.timing
-        self._qdd = np.zeros(cfg.model.n)
-        self._predicted = np.zeros((2, cfg.model.n))
-        self._publish_delay = 2e-4  # [s] tick start to command published, running mean
-        self._velocity_logged = False
-        self._period_ns = round(cfg.period * 1e9)
-
     def _create_entities(self):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
@@ -228,132 +205,6 @@ class ControllerNode(LifecycleNode):
             self.create_subscription(JointState, value('joint_states_topic').value,
                                      self._on_joint_states, state_qos),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
-
-    # --- the loop -----------------------------------------------------------------------
-
-    def _tick(self):
-        """One control period: pending config -> newest state -> reference one period ahead
-        -> law -> publish."""
-        if self._timer is None:  # the executor had queued this tick before the loop stopped
-            return
-        t_start = time.perf_counter()
-        self._swap_pending()
-        cfg, state = self.config, self.state
-        now_ns = self._now_ns()
-        if t_start - state.time > cfg.state_timeout:
-            self._stale_tick(cfg, t_start)
-        else:
-            self._control_tick(cfg, state, now_ns, t_start)
-        self._lock_phase(t_start)
-        self._after_tick(t_start)
-
-    def _control_tick(self, cfg, state, now_ns, t_start):
-        """Fresh state: the law towards the reference where the command acts, published."""
-        if self.action_server is not None:
-            self.action_server.swap_in()
-        self.intake.swap_in()
-        if self.trajectory is None:
-            self._hold_measured(now_ns)
-        ref_ns, q, qd = self._timed_state(cfg, now_ns)
-        t, ref = self._seconds(ref_ns), self._ref
-        tau = self.controller.command(cfg, q, qd, ref, self._wrench(cfg, t_start))
-        self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
-        if self.controller.failing_since is not None:
-            self._law_failure(cfg, t_start)
-        self._publish(tau, ref, ref_ns)
-        self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
-        if self.action_server is not None:
-            self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
-
-    def _timed_state(self, cfg, now_ns):
-        """(instant the command acts [ns], q, qd there), the reference sampled there.
-
-        With latency compensation (docs/timing.md) that instant is L after the newest state's
-        stamp, and the state is predicted to it from its own age; without, the reference is
-        sampled one period after the tick and the state used as it is."""
-        L = self.timing.horizon(now_ns * 1e-9 + self._publish_delay)
-        if L is None:
-            ref_ns = now_ns + self._period_ns
-            self.trajectory.sample(self._seconds(ref_ns), self._ref)
-            return ref_ns, self.state.q, self.state.qd
-        ref_ns = self.timing.stamp_ns + round(L * 1e9)
-        self.trajectory.sample(self._seconds(ref_ns), self._ref)
-        self._qdd[cfg.index] = self._ref[2]
-        predict(self.state.q, self.state.qd, self._qdd, L, self.timing.lag, out=self._predicted)
-        return ref_ns, self._predicted[0], self._predicted[1]
-
-    def _lock_phase(self, t_start):
-        """Phase lock: the timer's next period, nudged within +-2 % (control/timing.py)."""
-        period = self.timing.next_period(t_start)
-        if period is not None and round(period * 1e9) != self._timer_period_ns:
-            self._timer_period_ns = self._timer.timer_period_ns = round(period * 1e9)
-
-    def _swap_pending(self):
-        if self._pending is not None:
-            self.config, self._pending = self._pending, None
-            if self._timer is not None:  # the one timing parameter that may change while active
-                self.timing.velocity.cutoff = self.config.values['velocity_filter_cutoff']
-
-    def _after_tick(self, t_start):
-        """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
-        t_end = time.perf_counter()
-        self.stats.record(t_start, t_end, self.config.period)
-        if t_end >= self._diagnostics_due:
-            self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
-            stamp = self.get_clock().now().to_msg()
-            self.outputs.diagnostics(diagnostics.make_status(self, stamp))
-            self.diagnostics_time = time.perf_counter() - t_end
-
-    def _publish(self, tau, ref, ref_ns):
-        """Command and reference (stamped `ref_ns`, the instant its desired state is for)."""
-        self.outputs.command(tau)
-        self.outputs.reference(ref, self.controller.feedforward, ref_ns)
-
-    def _law_failure(self, cfg, t_start):
-        """The law is not finite: gravity hold meanwhile (Controller), deactivate when late."""
-        self.mode = 'law failure: gravity hold'
-        failing = t_start - self.controller.failing_since
-        if not self._failure_logged:
-            self._failure_logged = True
-            self.get_logger().error('control law not finite: gravity hold of the last good '
-                                    'configuration; deactivating if it lasts '
-                                    f'{cfg.law_failure_timeout} s')
-        if failing > cfg.law_failure_timeout and not self.deactivate_requested:
-            self.get_logger().error(f'control law not finite for {failing:.3f} s: deactivating')
-            self.deactivate_requested = True
-
-    def _wrench(self, cfg, t_start):
-        """f_ext from the newest ~/external_wrench unless older than external_wrench_timeout."""
-        timeout = cfg.external_wrench_timeout or math.inf
-        return self._f_ext if t_start - self._wrench_time < timeout else None
-
-    def _hold_measured(self, now_ns):
-        """Hold the measured position from now on (activation, return of fresh states)."""
-        self.trajectory = Trajectory.hold(self.state.q[self.config.index], self._seconds(now_ns))
-        self._stale_since = None
-
-    def _stale_tick(self, cfg, t_start):
-        """No fresh state: drop the trajectory and act by `stale_policy` (module doc)."""
-        if not self.state.valid:
-            self.mode = 'waiting for joint states'
-            return
-        if self._stale_since is None:
-            self._stale_since, self.trajectory = t_start, None
-            self.get_logger().warning(f'joint states stale (> {cfg.state_timeout} s): '
-                                      f'{cfg.stale_policy}')
-        held = t_start - self._stale_since
-        if cfg.stale_policy == 'hold' or (cfg.stale_policy == 'hold_then_stop'
-                                          and held <= cfg.stale_hold_time):
-            tau = self.controller.gravity_hold(cfg, self.state.q)
-            self._ref[0], self._ref[1:] = self.state.q[cfg.index], 0.0
-            self.mode = 'stale: gravity hold'
-            self._publish(tau, self._ref, self._now_ns())
-        else:
-            self.mode = 'stale: stopped'
-            self.controller.reset()
-
-    def _seconds(self, ns):
-        return (ns - self._t0_ns) * 1e-9
 
     # --- inputs -------------------------------------------------------------------------
 
