@@ -562,6 +562,29 @@ def test_activation_goes_on_with_a_warning_when_no_effort_controller_answers(pro
     assert processes.stop(proc) == 0
 
 
+@pytest.mark.parametrize('joints, answered', [(None, 'None'), (6, '6')])
+def test_an_effort_controller_without_a_joints_list_is_skipped_with_a_warning(
+        setup, processes, joints, answered):
+    """A node of that name whose `joints` is missing or not a string array is not what the
+    check can compare: the warning says what it answered, and the node activates."""
+    client, _, _ = setup
+    effort = rclpy.create_node('effort_controller', namespace='/arm7')
+    if joints is not None:
+        effort.declare_parameter('joints', joints)
+    client.executor.add_node(effort)
+    try:
+        proc = processes.start([console_script('rnea-controller'), '--urdf',
+                                str(default_urdf_path()), '--ros-args', '-r', '__ns:=/arm7'])
+        assert wait_for(lambda: ']: active' in processes.output(proc), 20.0), (
+            processes.output(proc))
+        assert ('effort controller check skipped: /arm7/effort_controller/get_parameters has no '
+                f'string-array parameter joints (answered {answered})') in processes.output(proc)
+        assert processes.stop(proc) == 0
+    finally:
+        client.executor.remove_node(effort)
+        effort.destroy_node()
+
+
 def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):
     proc = processes.start([console_script('rnea-controller'), '--cpu-affinity', '4096'])
     assert proc.wait(30) != 0

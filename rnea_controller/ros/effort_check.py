@@ -42,10 +42,10 @@ class EffortControllerCheck:
         a warning on `logger` then, since the controller may be spawned later)."""
         if self.controller is None:
             return None
-        theirs = self._ask_joints()
+        theirs, why_not = self._ask_joints()
         if theirs is None:
             logger.warning(f'effort controller check skipped: {self.controller}/get_parameters '
-                           f'did not answer within {DISCOVERY:g} s')
+                           f'{why_not}')
             return None
         if list(theirs) != list(joints):
             return (f'the effort controller {self.controller} has joints {list(theirs)}, '
@@ -54,15 +54,19 @@ class EffortControllerCheck:
         return None
 
     def _ask_joints(self):
-        """Their `joints` value, or None if no answer."""
+        """(their `joints`, None), or (None, why there is no answer to compare)."""
         from rcl_interfaces.srv import GetParameters
         if not self._client.wait_for_service(DISCOVERY):
-            return None
+            return None, f'did not answer within {DISCOVERY:g} s'
         future = self._client.call_async(GetParameters.Request(names=['joints']))
         self._executor.spin_until_future_complete(future, ANSWER)
-        if not future.done() or not future.result().values:
-            return None
-        return parameter_value_to_python(future.result().values[0])
+        if not future.done():
+            return None, f'did not answer within {ANSWER:g} s'
+        values = future.result().values
+        value = parameter_value_to_python(values[0]) if values else None
+        if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+            return None, f'has no string-array parameter joints (answered {value!r})'
+        return value, None
 
     def close(self):
         if self._context is not None:
