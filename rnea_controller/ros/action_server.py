@@ -180,7 +180,8 @@ class TrajectoryActionServer:
         self._active = Goal(handle, trajectory, rules.GoalMonitor(tolerances, times, self.joints))
         self.log.info(f'action goal accepted: {len(times)} points, ends in '
                       f'{times[-1] - self.controller._seconds(self.controller._now_ns()):.3f} s')
-        self._monitor_timer.reset()  # stopped again by the monitor once no goal runs
+        if self._monitor_timer.is_canceled():  # a running one keeps its phase (preemption)
+            self._monitor_timer.reset()  # stopped again by the monitor once no goal runs
         handle.execute()
 
     async def _execute(self, handle):
