@@ -190,8 +190,8 @@ TABLE = (
          'while tracking; 0: not checked', low=0.0, high=100.0),
     Spec('constraints.<joint>.goal', 'double', 0.0, 'rad', 'largest position error at the '
          'goal; 0: not checked', low=0.0, high=100.0),
-    Spec('state_publish_rate', 'double', 50.0, 'Hz', 'rate of ~/controller_state', 'inactive',
-         low=0.1, high=1000.0),
+    Spec('state_publish_rate', 'double', 50.0, 'Hz', 'rate of ~/controller_state (published '
+         'while it has subscribers)', 'inactive', low=0.1, high=1000.0),
     Spec('action_monitor_rate', 'double', 20.0, 'Hz', 'rate at which an action goal is checked '
          'and its feedback published', 'inactive', low=0.1, high=1000.0),
 )
