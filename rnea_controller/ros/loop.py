@@ -2,9 +2,10 @@
 
 `ControlLoop` is a part of `ControllerNode` (a mixin: the node is `ControlLoop` +
 LifecycleNode): the tick and what it calls, read here in one piece. It uses what the node sets
-up at configure (`config`, `state`, `controller`, `outputs`, `stats`, `intake`, `_ref`,
-`_now_ns`, `_t0_ns`, `_f_ext`, `_wrench_time`) and at activate (`_timer`, `action_server`,
-`trajectory`, and the timing state made by `_start_timing`); it sets `mode` and `trajectory`,
+up at configure (`config` and a `_pending` one, `state`, `controller`, `outputs`, `stats`,
+`intake`, `_ref`, `_now_ns`, `_t0_ns`, `_f_ext`, `_wrench_time`) and at activate (`_timer` and
+`_timer_period_ns`, `_diagnostics_due`, `_stale_since`, `_failure_logged`, `action_server`, and
+the timing state made by `_start_timing`); it sets `mode`, `trajectory`, `diagnostics_time`,
 and `deactivate_requested` for the spin loop.
 
 One tick: a pending configuration is swapped in; with a fresh state (newer than
