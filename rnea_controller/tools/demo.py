@@ -4,8 +4,9 @@
    controller (`rnea-controller`), as subprocesses, their logs in the output directory;
 2. records joint states, commands, reference, trajectory, diagnostics and the robot description
    into an MCAP rosbag2 bag (`ros2 bag record` where it exists, else `tools.record`);
-3. once the controller holds the arm, sends the demo motion (`tools.send_trajectory`: every
-   joint, starting and ending at rest) and shows progress;
+3. once the simulator applies the controller's commands (the controller holds the arm),
+   records from then on and sends the demo motion (`tools.send_trajectory`: every joint,
+   starting and ending at rest), and shows progress;
 4. after --duration seconds stops everything and validates the bag with
    `analysis.validate.validate_bag`: the per-joint table (tracking error RMS and max,
    saturation, loop rate and jitter) on the terminal, report.json, report.md and PNG plots.
@@ -134,6 +135,13 @@ class Monitor:
 
     def _on_reference(self, msg):
         self.reference = msg
+
+    def arm_driven(self):
+        """Whether the simulator applies the controller's commands: its joint states carry the
+        applied effort, zero while it waits on its brakes for the first command (which can
+        come a while after the controller's first tick: DDS has to match them first)."""
+        state = self.state
+        return state is not None and any(effort != 0.0 for effort in state.effort)
 
     def start_recording(self, processes):
         """Record from now on: `ros2 bag record` if installed, else our rosbags recorder."""
@@ -275,6 +283,8 @@ def run(args):
         print('starting the controller...', flush=True)
         start_controller(processes, args)
         wait_until(lambda: monitor.reference is not None, 'reference from the controller',
+                   processes)
+        wait_until(monitor.arm_driven, "the simulator applying the controller's commands",
                    processes)
         monitor.start_recording(processes)
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
