@@ -53,6 +53,33 @@ def test_records_after_start_with_the_latched_message_first(tmp_path, context):
     assert positions == [float(k) for k in range(200)]
 
 
+@pytest.mark.integration
+def test_messages_received_before_start_are_not_written_even_if_taken_after(tmp_path, context):
+    """The recorder's thread may lag a 1 kHz topic: what matters is when DDS received a
+    message. Here the thread is held (its lock taken) while messages arrive, start() comes, and
+    the thread then takes the backlog."""
+    node = rclpy.create_node('record_source', context=context)
+    states = node.create_publisher(JointState, '/joint_states', 100)
+    recorder = BagRecorder(tmp_path / 'bag', TOPICS, start=False, context=context)
+    assert wait_for(lambda: states.get_subscription_count() == 1, 5.0)
+    with recorder.lock:  # the recorder's thread blocks in its callback: a backlog builds up
+        for k in range(20):
+            states.publish(JointState(name=['a'], position=[-1.0 - k]))
+        time.sleep(0.3)
+        recorder._start_ns, recorder.recording = time.time_ns(), True  # start(), lock held
+    for k in range(5):
+        states.publish(JointState(name=['a'], position=[float(k)]))
+    assert wait_for(lambda: recorder.counts['/joint_states'] == 5, 5.0), recorder.counts
+    time.sleep(0.2)
+    recorder.close()
+    node.destroy_node()
+    typestore = newest_typestore()
+    with Reader(tmp_path / 'bag') as reader:
+        positions = [typestore.deserialize_cdr(raw, c.msgtype).position[0]
+                     for c, _, raw in reader.messages()]
+    assert positions == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
 def test_refuses_to_overwrite_a_bag(tmp_path):
     (tmp_path / 'bag').mkdir()
     with pytest.raises(BagError, match='exists already'):

@@ -93,6 +93,7 @@ class BagRecorder:
         self.counts = dict.fromkeys(self.topics, 0)
         self.latched = {}
         self.recording = start
+        self._start_ns = 0  # [ns] DDS receive time from which messages are written
         self.lock = threading.Lock()
         self.connections = {topic: self._subscribe(topic, msgtype, newest_typestore())
                             for topic, msgtype in self.topics.items()}
@@ -120,18 +121,23 @@ class BagRecorder:
             pass
 
     def _on_message(self, topic, data, info):
-        """Write one serialized message (or keep it, latched, before start)."""
+        """Write one serialized message (or keep it, latched, before start).
+
+        What counts is when DDS received it, not when this thread takes it: a thread lagging
+        behind a 1 kHz topic still holds messages from before `start` in its queue."""
         stamp = info.get('received_timestamp') or time.time_ns()
         with self.lock:
-            if self.recording:
+            if self.recording and (stamp >= self._start_ns or topic in LATCHED):
                 self.writer.write(self.connections[topic], stamp, data)
                 self.counts[topic] += 1
             elif topic in LATCHED:
                 self.latched[topic] = data
 
     def start(self):
-        """Start writing (after `start=False`), first the latched messages kept so far."""
+        """Start writing (after `start=False`), first the latched messages kept so far; what
+        DDS received before now is not written."""
         with self.lock:
+            self._start_ns = time.time_ns()
             for topic, data in self.latched.items():
                 self.writer.write(self.connections[topic], time.time_ns(), data)
                 self.counts[topic] += 1
