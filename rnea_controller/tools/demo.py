@@ -28,6 +28,7 @@ import time
 
 from rnea_controller.dynamics.model import default_urdf_path, RobotModel
 from rnea_controller.errors import RneaControllerError
+from rnea_controller.interrupt import interrupt_once
 from rnea_controller.tools.programs import find_program
 from rnea_controller.tools.record import BagRecorder, DEFAULT_TOPICS, fresh_path, record_command
 
@@ -309,14 +310,10 @@ def validate(bag_path, output, args):
     return result
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main(argv=None):
     """Console script `rnea-demo`; exit 0 when the demo ran, 1 otherwise."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _interrupt)  # stop the children as on Ctrl-C
+    interrupt_once()  # Ctrl-C or SIGTERM: stop the children, undisturbed by a second one
     started = time.monotonic()
     try:
         result, output = run(args)
