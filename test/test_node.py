@@ -6,6 +6,7 @@ The "measured" joint state is published at 200 Hz, unless paused, by a feeder in
 it, never two commands across time: if states ever stalled longer than state_timeout, the node
 would rightly go stale and then hold wherever the arm is when they return.
 """
+import contextlib
 import os
 from pathlib import Path
 import re
@@ -518,6 +519,27 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     assert wait_for(lambda: np.array_equal(client.commands[-1], [0.0, 0.0]), 2.0)
 
 
+@contextlib.contextmanager
+def stand_in_effort_controller(client, namespace, joints):
+    """An rclpy node named as ros2_control's effort controller in `namespace`, its parameter
+    `joints` declared unless None, spun by the client's executor."""
+    effort = rclpy.create_node('effort_controller', namespace=namespace)
+    if joints is not None:
+        effort.declare_parameter('joints', joints)
+    client.executor.add_node(effort)
+    try:
+        yield effort
+    finally:
+        client.executor.remove_node(effort)
+        effort.destroy_node()
+
+
+def start_controller_in(processes, namespace):
+    """rnea-controller on the bundled arm in `namespace`."""
+    return processes.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
+                            '--ros-args', '-r', f'__ns:={namespace}'])
+
+
 def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_order(
         setup, processes):
     """ros2_control's effort controller (a node in the same namespace, parameter `joints`) is
@@ -525,12 +547,8 @@ def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_or
     from lifecycle_msgs.msg import Transition
     from rclpy.parameter import Parameter
     client, _, _ = setup
-    effort = rclpy.create_node('effort_controller', namespace='/arm9')
-    effort.declare_parameter('joints', JOINTS[::-1])
-    client.executor.add_node(effort)
-    try:
-        proc = processes.start([console_script('rnea-controller'), '--urdf',
-                                str(default_urdf_path()), '--ros-args', '-r', '__ns:=/arm9'])
+    with stand_in_effort_controller(client, '/arm9', JOINTS[::-1]) as effort:
+        proc = start_controller_in(processes, '/arm9')
         assert wait_for(lambda: 'activation refused' in processes.output(proc), 20.0), (
             processes.output(proc))
         log = processes.output(proc)
@@ -543,15 +561,11 @@ def test_activation_is_refused_unless_the_effort_controller_has_our_joints_in_or
         assert 'effort controller /arm9/effort_controller has the same joints' in (
             processes.output(proc))
         assert processes.stop(proc) == 0
-    finally:
-        client.executor.remove_node(effort)
-        effort.destroy_node()
 
 
 def test_activation_goes_on_with_a_warning_when_no_effort_controller_answers(processes):
     """The effort controller may be spawned after us: no answer is no reason to refuse."""
-    proc = processes.start([console_script('rnea-controller'), '--urdf',
-                            str(default_urdf_path()), '--ros-args', '-r', '__ns:=/arm8'])
+    proc = start_controller_in(processes, '/arm8')
     assert wait_for(lambda: 'check skipped' in processes.output(proc), 20.0), (
         processes.output(proc))
     assert wait_for(lambda: ']: active' in processes.output(proc), 5.0), processes.output(proc)
@@ -568,21 +582,13 @@ def test_an_effort_controller_without_a_joints_list_is_skipped_with_a_warning(
     """A node of that name whose `joints` is missing or not a string array is not what the
     check can compare: the warning says what it answered, and the node activates."""
     client, _, _ = setup
-    effort = rclpy.create_node('effort_controller', namespace='/arm7')
-    if joints is not None:
-        effort.declare_parameter('joints', joints)
-    client.executor.add_node(effort)
-    try:
-        proc = processes.start([console_script('rnea-controller'), '--urdf',
-                                str(default_urdf_path()), '--ros-args', '-r', '__ns:=/arm7'])
+    with stand_in_effort_controller(client, '/arm7', joints):
+        proc = start_controller_in(processes, '/arm7')
         assert wait_for(lambda: ']: active' in processes.output(proc), 20.0), (
             processes.output(proc))
         assert ('effort controller check skipped: /arm7/effort_controller/get_parameters has no '
                 f'string-array parameter joints (answered {answered})') in processes.output(proc)
         assert processes.stop(proc) == 0
-    finally:
-        client.executor.remove_node(effort)
-        effort.destroy_node()
 
 
 def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):
