@@ -260,8 +260,10 @@ def start_simulator(processes, args):
 
 
 def start_controller(processes, args):
+    # state_timeout 0.25 s (default 0.1): the demo runs three Python processes on one machine,
+    # whose simulator a busy 2-core host stalls for 100-250 ms now and then; a driver does not
     processes.start('controller', [find_program('rnea-controller'), '--ros-args', '-p',
-                                   f'control_law:={args.law}'])
+                                   f'control_law:={args.law}', '-p', 'state_timeout:=0.25'])
 
 
 def run(args):
