@@ -14,6 +14,8 @@ node's reader had matched the feeder, during discovery, are shown apart), period
 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
 Per-second figures come from the node's /diagnostics (and the same computation in the bare
 timer); a run's figure is the median over its seconds, with the worst second alongside.
+First, in this process: the node's message paths (`wire`: bytes written and read in place)
+side by side with rclpy's typed publish and deserialization of the same messages.
 """
 import argparse
 import json
@@ -319,6 +321,55 @@ def report(results, p50):
               + f'{target:>10s}')
 
 
+def message_paths():
+    """[µs] best of 7 x 2000, side by side: rclpy's typed publish of the command and the
+    reference against the node's in-place bytes (`wire.Writer`), and a joint state taken by
+    rclpy's deserialization + `take` against the node's in-place read (`take_serialized`)."""
+    import array
+
+    import rclpy
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from rnea_controller import wire
+    from rnea_controller.ros.inputs import JointStateInput
+    from rnea_controller.ros.outputs import command_writer, joint_state_writer
+    rclpy.init()
+    node = rclpy.create_node('bench_message_paths')
+    command_pub = node.create_publisher(Float64MultiArray, '~/command', 10)
+    reference_pub = node.create_publisher(JointState, '~/reference', 10)
+    store = wire.default_typestore()
+    command, reference = command_writer(store, 7), joint_state_writer(store, PANDA_JOINTS)
+    typed_command = Float64MultiArray(data=array.array('d', bytes(56)))
+    zeros = array.array('d', bytes(56))
+    typed_reference = JointState(name=PANDA_JOINTS, position=zeros, velocity=zeros,
+                                 effort=zeros)
+    state = JointStateInput(PANDA_JOINTS)
+    raw = reference.raw()  # a JointState of the 7 joints, as the wire carries it
+
+    def typed_take():
+        state.take(deserialize_message(raw, JointState))
+
+    cases = {'publish command: typed': lambda: command_pub.publish(typed_command),
+             'publish command: in place': lambda: command_pub.publish(command.raw()),
+             'publish reference: typed': lambda: reference_pub.publish(typed_reference),
+             'publish reference: in place': lambda: (reference.set_stamp(1),
+                                                     reference_pub.publish(reference.raw())),
+             'joint state: deserialize + take': typed_take,
+             'joint state: in place': lambda: state.take_serialized(raw)}
+    best = dict.fromkeys(cases, float('inf'))
+    for _ in range(7):  # interleaved, so that a slow spell of the host hits every case
+        for name, case in cases.items():
+            t = time.perf_counter()
+            for _ in range(2000):
+                case()
+            best[name] = min(best[name], (time.perf_counter() - t) / 2000 * 1e6)
+    node.destroy_node()
+    rclpy.shutdown()
+    return best
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--duration', type=float, default=30.0, help='[s] per executor')
@@ -338,6 +389,10 @@ def main():
         return feeder(args.feeder)
     with tempfile.TemporaryDirectory() as tmp:
         urdf = locked_panda_urdf(tmp)
+        paths = message_paths()
+        print('\nmessage paths, 7 joints, best of 7 x 2000 [µs]:')
+        for name, us in paths.items():
+            print(f'  {name:36s}{us:7.1f}')
         p50 = compute_p50(urdf)
         observer = Observer()
         try:

@@ -88,6 +88,25 @@ def test_computed_torque_equals_pinocchio_rnea_and_crba(robot):
     assert cfg.kp[0] == 90.0 and cfg.kp[1] == 400.0 and cfg.kd[0] == 40.0
 
 
+def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot):
+    """As the node's tick: the same q, qd, ref objects, new values in place each call (the
+    controller then calls the compiled law without numba's dispatch); between them, calls
+    with other arrays and with a wrench (the dispatcher's way)."""
+    model, oracle = robot
+    cfg = validate_parameters({}, model)
+    controller, rng = Controller(cfg), np.random.default_rng(4)
+    q, qd, ref = (np.zeros(model.n), np.zeros(model.n), np.zeros((3, model.n)))
+    for k in range(12):
+        q[:], qd[:], ref[:] = random_state(model, rng)
+        args = (q, qd, ref) if k % 4 != 3 else (q.copy(), qd.copy(), ref.copy())
+        tau = controller.command(cfg, *args).copy()
+        qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+        np.testing.assert_allclose(tau, np.clip(oracle.rnea(q, qd, qdd), -cfg.effort_limits,
+                                                cfg.effort_limits), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref), atol=1e-9)
+    assert controller._entry is not None and controller._entry[1][3] is q  # taken
+
+
 def test_feedforward_pd_equals_pinocchio_rnea_plus_pd(robot):
     model, oracle = robot
     cfg = validate_parameters({'control_law': 'feedforward_pd'}, model)

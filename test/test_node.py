@@ -597,27 +597,3 @@ def test_an_unusable_cpu_affinity_is_refused_with_the_cpus_allowed(processes):
     allowed = sorted(os.sched_getaffinity(0))
     assert '--cpu-affinity 4096' in processes.output(proc)
     assert f'this process may use CPUs {allowed}' in processes.output(proc)
-
-
-def test_messages_written_in_place_read_back_as_written():
-    """The node writes each tick's numbers into numpy views of its messages' arrays; rclpy
-    serializes what was written (no codec of our own)."""
-    from rclpy.serialization import deserialize_message, serialize_message
-
-    from rnea_controller.ros.outputs import float_view
-    msg = JointState(name=JOINTS)
-    views = [float_view(msg, field, 6) for field in ('position', 'velocity', 'effort')]
-    values = np.arange(18.0).reshape(3, 6) - 7.5
-    for view, row in zip(views, values, strict=True):
-        view[:] = row
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(1_795_262_202_361_665_669,
-                                                            1_000_000_000)
-    back = deserialize_message(serialize_message(msg), JointState)
-    assert list(back.name) == JOINTS
-    np.testing.assert_array_equal([back.position, back.velocity, back.effort], values)
-    assert (back.header.stamp.sec, back.header.stamp.nanosec) == (1_795_262_202, 361_665_669)
-    command = Float64MultiArray()
-    view = float_view(command, 'data', 6)
-    view[:] = values[0]
-    np.testing.assert_array_equal(
-        deserialize_message(serialize_message(command), Float64MultiArray).data, values[0])

@@ -11,7 +11,7 @@ arrays, so memory depends on the chunk size, not on the bag's length:
             ...  # chunk.stamps [ns], chunk.position (N, len(names)) [rad], ...
 
 Decoding: JointState by `jointstates.decode_joint_states` (rosbags for the layout, one numpy
-view for the numbers: the one shortcut, measured necessary); Float64MultiArray and
+view for the numbers: `wire`, the one shortcut, measured necessary); Float64MultiArray and
 DiagnosticArray by rosbags' deserializer, message by message.
 """
 from dataclasses import dataclass, field
@@ -19,24 +19,17 @@ from pathlib import Path
 
 import numpy as np
 from rosbags.highlevel import AnyReader
-from rosbags.typesys import get_typestore, Stores
 
 from rnea_controller.analysis.jointstates import decode_joint_states, JointStates
 from rnea_controller.errors import BagError
+from rnea_controller.wire import default_typestore
 
 JOINT_STATE = 'sensor_msgs/msg/JointState'
 FLOAT64_ARRAY = 'std_msgs/msg/Float64MultiArray'
 STRING = 'std_msgs/msg/String'
 DIAGNOSTIC_ARRAY = 'diagnostic_msgs/msg/DiagnosticArray'
-_STORE_PREFERENCE = ('ROS2_KILTED', 'ROS2_JAZZY', 'LATEST')
 
 __all__ = ['Arrays', 'BagReader', 'default_typestore', 'Diagnostic', 'JointStates']
-
-
-def default_typestore():
-    """The newest ROS 2 type store `rosbags` has (Kilted, else Jazzy)."""
-    name = next(name for name in _STORE_PREFERENCE if name in Stores.__members__)
-    return get_typestore(Stores[name])
 
 
 @dataclass

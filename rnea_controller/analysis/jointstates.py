@@ -1,14 +1,11 @@
-"""sensor_msgs/JointState messages to numpy columns, fast: the analysis's one decoding shortcut.
+"""sensor_msgs/JointState messages of a bag to numpy columns, fast, with `wire`'s shortcut.
 
 rosbags deserializes one JointState in 20-45 µs; a 10-minute 1 kHz run has 1.2M of them (joint
 states and references), more than the validator's budget (`./run bench validate`). So messages
 are decoded in batches:
 
-1. messages of one batch that have the same length are a group; its first message, the
-   template, is deserialized by rosbags from a `memoryview`, so that its position, velocity
-   and effort arrays are views into the raw bytes: their addresses give the byte offsets of
-   the numbers. The one layout fact used here is that the header stamp (int32 sec, uint32
-   nanosec) follows the 4-byte CDR encapsulation header; it is checked on the template.
+1. messages of one batch that have the same length are a group; the layout of its first
+   message, the template, is found by `wire.find_layout` (rosbags, from a memoryview).
 2. every other message of the group whose bytes equal the template's everywhere but in the
    stamp and the numbers has the same names, frame id and sequence lengths, hence the same
    layout: their stamps and numbers are read with one numpy view of the joined bytes.
@@ -19,8 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rnea_controller import wire
+from rnea_controller.wire import STAMP
+
 FIELDS = ('position', 'velocity', 'effort')
-STAMP = slice(4, 12)  # int32 sec, uint32 nanosec after the CDR encapsulation header
 
 
 @dataclass
@@ -80,27 +79,16 @@ def decode_joint_states(raws, recv, names, deserialize):
 
 
 def _layout(raw, deserialize):
-    """(message, {field: (byte offset, count)}) of a template, or None if it cannot serve."""
-    try:
-        msg = deserialize(memoryview(raw))
-    except Exception:  # noqa: BLE001 - the template goes to the slow path, which decides
+    """(message, Layout) of a template (`wire.find_layout`), or None if it cannot serve."""
+    found = wire.find_layout(raw, deserialize, FIELDS, stamped=True)
+    if found is None:
         return None
-    base = np.frombuffer(raw, np.uint8).ctypes.data
-    spans = {}
-    for name in FIELDS:
-        values = getattr(msg, name)
-        start = values.ctypes.data - base if isinstance(values, np.ndarray) else -1
-        if len(values) and not (0 <= start <= len(raw) - 8 * len(values)):
-            return None  # not a view into raw (big-endian, or rosbags copied it)
-        if len(values) not in (0, len(msg.name)):
-            return None
-        spans[name] = (start, len(values))
-    sec, nsec = np.frombuffer(raw[STAMP], '<i4')[0], np.frombuffer(raw[STAMP], '<u4')[1]
-    if (sec, nsec) != (msg.header.stamp.sec, msg.header.stamp.nanosec) or not msg.name:
+    msg, layout = found
+    counts = [count for _, count in layout.spans.values()]
+    if not msg.name or counts[0] != len(msg.name) or any(c not in (0, len(msg.name))
+                                                         for c in counts):
         return None
-    if spans['position'][1] != len(msg.name):
-        return None
-    return msg, spans
+    return msg, layout
 
 
 def _decode_group(raws, index, column, deserialize, out):
@@ -111,19 +99,18 @@ def _decode_group(raws, index, column, deserialize, out):
     layout = _layout(raws[0], deserialize)
     if layout is None:
         return list(index)
-    msg, spans = layout
+    msg, layout = layout
     rows = np.frombuffer(b''.join(raws), np.uint8).reshape(len(raws), -1)
     fixed = np.ones(rows.shape[1], bool)
-    fixed[STAMP] = False
-    for start, count in spans.values():
-        fixed[start:start + 8 * count] = False
+    for start, stop in layout.variable():
+        fixed[start:stop] = False
     same = (rows[:, fixed] == rows[0, fixed]).all(axis=1)
     good, rows = index[same], rows[same]
     stamp = rows[:, STAMP].copy()
     out.stamps[good] = (stamp[:, :4].view('<i4')[:, 0].astype(np.int64) * 1_000_000_000
                         + stamp[:, 4:].view('<u4')[:, 0])
     cols, src = _columns(msg.name, column)
-    for name, (start, count) in spans.items():
+    for name, (start, count) in layout.spans.items():
         if count:
             values = rows[:, start:start + 8 * count].copy().view('<f8')
             getattr(out, name)[np.ix_(good, cols)] = values[:, src]

@@ -15,6 +15,7 @@ stamps are on this host's clock (same machine, or clocks synchronised by PTP/chr
 """
 import math
 
+from numba import njit
 import numpy as np
 
 MAX_HORIZON = 0.1  # [s] the longest prediction (a state this old is stale long before)
@@ -186,10 +187,17 @@ def predict(q, qd, qdd, dt, lag=0.0, out=None):
     Returns (2, n): positions [rad] and velocities [rad/s] (written into `out` if given).
     """
     out = np.empty((2, len(q))) if out is None else out
-    out[1] = qd + qdd * lag
-    out[0] = q + out[1] * dt + 0.5 * qdd * dt * dt
-    out[1] += qdd * dt
+    _predict(q, qd, qdd, float(dt), float(lag), out)
     return out
+
+
+@njit(cache=True)
+def _predict(q, qd, qdd, dt, lag, out):
+    """`predict` in one compiled call (the node's tick: ~8 numpy temporaries otherwise)."""
+    for i in range(q.shape[0]):
+        v = qd[i] + qdd[i] * lag
+        out[0, i] = q[i] + v * dt + 0.5 * qdd[i] * dt * dt
+        out[1, i] = v + qdd[i] * dt
 
 
 class LoopTiming:

@@ -7,7 +7,9 @@ so that no control tick waits on a goal's validation, feedback or result. The ti
 module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the topic
 path's own `inputs.plan_trajectory`, from the reference the node had at that instant), and
 `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
-(a seqlock: the reader retries a torn copy) from which feedback and controller_state are built.
+(a seqlock: the reader retries a torn copy) from which feedback and controller_state are built;
+the tick leaves it once `wanted` (from the first goal or the first controller_state
+subscriber on: until then nobody reads it).
 
 Semantics (ros2_controllers kilted, joint_trajectory_controller.cpp; rules in control/goal.py):
 an invalid goal is rejected when received, its reason logged; an accepted goal preempts the
@@ -76,6 +78,7 @@ class TrajectoryActionServer:
         self.log = controller.get_logger()
         self._snap = np.zeros((6, len(self.joints)))  # ref (3 rows), q, qd, tau
         self._snap_ns, self._seq = 0, 0
+        self.wanted = False  # the tick leaves snapshots from the first goal or subscriber on
         self._pending, self._active, self._planned = None, None, None
         self.state_pub = self.node.create_publisher(
             JointTrajectoryControllerState, base + '/controller_state', 10,
@@ -153,6 +156,7 @@ class TrajectoryActionServer:
     def _on_goal(self, request):
         """Validate as JTC (plus finite values and position limits): ACCEPT or REJECT."""
         self._planned = None
+        self.wanted = True
         try:
             multi = request.multi_dof_trajectory
             rules.check_goal_trajectory((), (), bool(multi.joint_names or multi.points))
@@ -271,6 +275,7 @@ class TrajectoryActionServer:
     def _on_state_matched(self, info):
         """controller_state is published while it has subscribers (its timer runs then)."""
         if info.current_count > 0:
+            self.wanted = True
             self._state_timer.reset()
         else:
             self._state_timer.cancel()

@@ -1,11 +1,15 @@
 """The node's inputs, each taken whole or refused whole with the reason: joint states,
 trajectories, wrenches and the robot description.
 
-Joint states arrive typed (rclpy deserializes them; malformed bytes never reach Python). A
-JointState is refused whole if a name appears twice, a name is not valid UTF-8 (rclpy turns
-undecodable bytes into U+FFFD), the position (or a non-empty velocity) array does not match
-the names, a joint of the model is missing, or a model joint's value is not finite. An EMPTY
-velocity array is fine: positions-only drivers exist.
+Joint states arrive serialized, as DDS delivers them. A message with the layout of the last one
+taken in full (its bytes equal that one's everywhere but in the stamp and the numbers: the
+same names, frame id and array lengths, `wire.Layout`) is read in place; any other is
+deserialized by rclpy and taken in full, and its layout, found by rosbags and checked against
+rclpy's reading, serves the next ones. Bytes that do not deserialize are refused with their
+size. A JointState is refused whole if a name appears twice, a name is not valid UTF-8 (rclpy
+turns undecodable bytes into U+FFFD), the position (or a non-empty velocity) array does not
+match the names, a joint of the model is missing, or a model joint's value is not finite. An
+EMPTY velocity array is fine: positions-only drivers exist.
 
 Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
 'auto' (measured if present, else estimated). The estimate here is a plain finite difference
@@ -16,7 +20,10 @@ import math
 import time
 
 import numpy as np
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import JointState
 
+from rnea_controller import wire
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import ModelError
@@ -35,6 +42,8 @@ def check_names(names):
 
 
 NO_VELOCITY = np.zeros(0)
+JOINT_STATE = 'sensor_msgs/msg/JointState'
+FIELDS = ('position', 'velocity', 'effort')
 
 
 class JointStateInput:
@@ -52,6 +61,26 @@ class JointStateInput:
         self.measured_velocity = False
         self.timing = timing
         self._names, self._index = None, None
+        self._template = None  # (wire.Layout, model index, names and sizes) of the last full take
+        self._typestore = wire.default_typestore()
+        self._typestore.get_msgdef(JOINT_STATE)  # rosbags compiles its reader here, not later
+
+    def take_serialized(self, raw, velocity_source='auto'):
+        """Take a serialized JointState whole, or raise ValueError saying what is wrong."""
+        template = self._template
+        if template is not None and template[0].matches(raw):
+            layout, index, _ = template
+            velocity = layout.array(raw, 'velocity') if layout.spans['velocity'][1] else None
+            self._take_arrays(layout.array(raw, 'position'), velocity, index, velocity_source,
+                              layout.stamp_ns(raw))
+            return
+        try:
+            msg = deserialize_message(raw, JointState)
+        except Exception as error:  # noqa: BLE001 - rclpy raises several kinds
+            raise ValueError(f'{len(raw)} bytes that do not deserialize as a JointState '
+                             f'({type(error).__name__}: {error})') from None
+        self.take(msg, velocity_source)
+        self._learn(raw, msg)
 
     def take(self, msg, velocity_source='auto'):
         """Take a JointState whole, or raise ValueError saying what is wrong with it."""
@@ -66,13 +95,41 @@ class JointStateInput:
         if len(position) != n or (velocity is not None and len(velocity) != n):
             raise ValueError(f'{len(position)} positions and {len(msg.velocity)} velocities for '
                              f'{n} names (velocities may also be empty)')
-        q = position[self._index]
-        qd = velocity[self._index] if velocity is not None else None
-        if not (math.isfinite(q.sum()) and (qd is None or math.isfinite(qd.sum()))):
+        stamp = msg.header.stamp
+        self._take_arrays(position, velocity, self._index, velocity_source,
+                          stamp.sec * 1_000_000_000 + stamp.nanosec)
+
+    def _take_arrays(self, position, velocity, index, velocity_source, stamp_ns):
+        q = position[index]
+        qd = velocity[index] if velocity is not None else None
+        if not (math.isfinite(np.add.reduce(q))
+                and (qd is None or math.isfinite(np.add.reduce(qd)))):
             raise ValueError('non-finite position or velocity of a model joint')
         if qd is None and velocity_source == 'measured':
             raise ValueError('no velocities, and velocity_source is measured')
-        self._store(q, qd, velocity_source, msg.header.stamp)
+        self._store(q, qd, velocity_source, stamp_ns)
+
+    def _learn(self, raw, msg):
+        """After a full take of `msg`: its layout serves the next messages like it. Kept if
+        only padding differed from the template's; none if rosbags reads it otherwise."""
+        shape = (list(msg.name), msg.header.frame_id,
+                 *(len(getattr(msg, field)) for field in FIELDS))
+        if self._template is not None and self._template[2] == shape:
+            return
+        self._template = None
+        store = self._typestore
+        found = wire.find_layout(raw, lambda b: store.deserialize_cdr(b, JOINT_STATE), FIELDS,
+                                 stamped=True)
+        if found is None:
+            return
+        read, layout = found
+        same = (list(read.name) == shape[0] and read.header.frame_id == shape[1]
+                and (read.header.stamp.sec, read.header.stamp.nanosec)
+                == (msg.header.stamp.sec, msg.header.stamp.nanosec)
+                and all(np.asarray(getattr(msg, f), np.float64).tobytes()
+                        == layout.array(raw, f).tobytes() for f in FIELDS))
+        if same:
+            self._template = (layout, self._index.copy(), shape)
 
     def _model_index(self, names):
         position = {name: i for i, name in enumerate(names)}
@@ -81,12 +138,12 @@ class JointStateInput:
             raise ValueError(f'joints {missing} of the model are missing')
         return np.array([position[j] for j in self.joint_names], dtype=np.intp)
 
-    def _store(self, q, qd, velocity_source, stamp):
+    def _store(self, q, qd, velocity_source, stamp_ns):
         now, arrival_ns = time.perf_counter(), time.time_ns()
         self.q[:] = q
         if self.timing is not None:
-            qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd,
-                                      stamp.sec * 1_000_000_000 + stamp.nanosec, arrival_ns, now)
+            qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd, stamp_ns,
+                                      arrival_ns, now)
         self.qd[:] = 0.0 if qd is None else qd
         self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True

@@ -12,8 +12,8 @@ One tick: a pending configuration is swapped in; with a fresh state (newer than
 `state_timeout`), the reference is sampled where the command will act (one period ahead, or
 the latency L ahead of the state's stamp with latency compensation, docs/timing.md), the law
 is computed with one compiled call (`control.law`), command and reference are published, the
-action server's snapshot left; then the phase lock nudges the timer's period and, once a
-second, /diagnostics go out in the slack of the period.
+action server's snapshot left (once it has a reader); then the phase lock nudges the timer's
+period and, once a second, /diagnostics go out in the slack of the period.
 
 Stale state (newest valid joint state older than `state_timeout`, by arrival on the steady
 clock): the trajectory is dropped; `stale_policy` hold_then_stop publishes g(q_last) for
@@ -50,6 +50,7 @@ class ControlLoop:
         self.state.timing = self.timing
         self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
+        self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
         self._velocity_logged = False
         self._period_ns = round(cfg.period * 1e9)
@@ -85,7 +86,7 @@ class ControlLoop:
             self._law_failure(cfg, t_start)
         self._publish(tau, ref, ref_ns)
         self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
-        if self.action_server is not None:
+        if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
 
     def _timed_state(self, cfg, now_ns):
@@ -103,7 +104,7 @@ class ControlLoop:
         self.trajectory.sample(self._seconds(ref_ns), self._ref)
         self._qdd[cfg.index] = self._ref[2]
         predict(self.state.q, self.state.qd, self._qdd, L, self.timing.lag, out=self._predicted)
-        return ref_ns, self._predicted[0], self._predicted[1]
+        return ref_ns, self._predicted_q, self._predicted_qd
 
     def _lock_phase(self, t_start):
         """Phase lock: the timer's next period, nudged within +-2 % (control/timing.py)."""

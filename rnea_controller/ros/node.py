@@ -203,18 +203,18 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.outputs = Outputs(self, value('command_topic').value, self.config.joints)
         self._subscriptions = [
             self.create_subscription(JointState, value('joint_states_topic').value,
-                                     self._on_joint_states, state_qos),
+                                     self._on_joint_states, state_qos, raw=True),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
 
     # --- inputs -------------------------------------------------------------------------
 
-    def _on_joint_states(self, msg):
-        """A JointState, taken whole or refused whole (inputs.JointStateInput)."""
+    def _on_joint_states(self, raw):
+        """A serialized JointState, taken whole or refused whole (inputs.JointStateInput)."""
         if self.config is None:  # queued before a cleanup destroyed the subscription
             return
         self.states_received += 1
         try:
-            self.state.take(msg, self.config.values['velocity_source'])
+            self.state.take_serialized(raw, self.config.values['velocity_source'])
         except ValueError as error:
             return self._reject('joint_states', error)
         if self.state.timing is not None and not self._velocity_logged:

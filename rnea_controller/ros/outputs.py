@@ -1,23 +1,40 @@
 """What the controller node publishes: effort commands, its reference, /diagnostics.
 
-The command and reference messages are made once per configuration; each tick writes its
-numbers into numpy views of their float64 arrays and rclpy serializes them (no codec of ours).
-A failed publish is counted and logged, never fatal (see `Outputs.send`).
+The command and reference are serialized once per configuration (by rosbags); each tick writes
+its numbers and stamp into their bytes in place (`wire.Writer`, the package's one shortcut:
+rclpy's typed publish cost 12 + 21 µs a tick here, the bytes ~6 µs each) and publishes the
+bytes. A failed publish is counted and logged, never fatal (see `Outputs.send`).
 """
-import array
-
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from rnea_controller import wire
 
-def float_view(msg, field, size):
-    """Set msg.field to `size` zeros and return a numpy view of the array the message holds,
-    written in place every tick (the setter may copy: the view is taken after it)."""
-    setattr(msg, field, array.array('d', bytes(8 * size)))
-    return np.frombuffer(getattr(msg, field), np.float64)
+FLOAT64_ARRAY = 'std_msgs/msg/Float64MultiArray'
+JOINT_STATE = 'sensor_msgs/msg/JointState'
+
+
+def command_writer(store, m):
+    """A Float64MultiArray of m numbers (no layout dimensions), written in place."""
+    types = store.types
+    msg = types[FLOAT64_ARRAY](layout=types['std_msgs/msg/MultiArrayLayout'](
+        dim=[], data_offset=0), data=np.zeros(m))
+    return wire.Writer(store, FLOAT64_ARRAY, msg, ('data',))
+
+
+def joint_state_writer(store, joints):
+    """A JointState of `joints` with position, velocity and effort, written in place."""
+    types = store.types
+    zeros = np.zeros(len(joints))
+    msg = types[JOINT_STATE](
+        header=types['std_msgs/msg/Header'](stamp=types['builtin_interfaces/msg/Time'](
+            sec=0, nanosec=0), frame_id=''),
+        name=list(joints), position=zeros, velocity=zeros, effort=zeros)
+    return wire.Writer(store, JOINT_STATE, msg, ('position', 'velocity', 'effort'),
+                       stamped=True)
 
 
 class Outputs:
@@ -29,24 +46,23 @@ class Outputs:
         self.command_pub = node.create_publisher(Float64MultiArray, command_topic, 10)
         self.reference_pub = node.create_publisher(JointState, '~/reference', 10)
         self.diagnostics_pub = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        m = len(joints)
-        self.command_msg = Float64MultiArray()
-        self._command = float_view(self.command_msg, 'data', m)
-        self.reference_msg = JointState(name=list(joints))
-        self._reference = [float_view(self.reference_msg, field, m)
-                           for field in ('position', 'velocity', 'effort')]
+        store = wire.default_typestore()
+        self._command = command_writer(store, len(joints))
+        self._reference = joint_state_writer(store, joints)
+        self._command_data = self._command.arrays['data']
+        self._reference_rows = [self._reference.arrays[field]
+                                for field in ('position', 'velocity', 'effort')]
 
     def command(self, tau):
-        self._command[:] = tau
-        self.send(self.command_pub, self.command_msg)
+        self._command_data[:] = tau
+        self.send(self.command_pub, self._command.raw())
 
     def reference(self, ref, feedforward, ref_ns):
         """q_d, qd_d (rows of `ref`) and the feedforward torque, stamped `ref_ns` [ns]."""
-        position, velocity, effort = self._reference
+        position, velocity, effort = self._reference_rows
         position[:], velocity[:], effort[:] = ref[0], ref[1], feedforward
-        stamp = self.reference_msg.header.stamp
-        stamp.sec, stamp.nanosec = divmod(ref_ns, 1_000_000_000)
-        self.send(self.reference_pub, self.reference_msg)
+        self._reference.set_stamp(ref_ns)
+        self.send(self.reference_pub, self._reference.raw())
 
     def diagnostics(self, msg):
         self.send(self.diagnostics_pub, msg)

@@ -1,0 +1,213 @@
+"""wire: numbers read and written in place in serialized messages, against rclpy and rosbags.
+
+The oracles: rclpy's own (de)serialization (`rclpy.serialization`) and rosbags' serializer, on
+random messages. The node's joint-state input (`JointStateInput.take_serialized`, which reads
+in place messages of the last full take's layout) must take and refuse exactly what taking
+rclpy's deserialized message (`take`) takes and refuses, with the same q, qd and stamp.
+"""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+import numpy as np
+import pytest
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from rnea_controller import wire
+from rnea_controller.ros.inputs import JointStateInput
+from rnea_controller.ros.outputs import command_writer, joint_state_writer
+
+STORE = wire.default_typestore()
+JOINT_STATE = 'sensor_msgs/msg/JointState'
+MODEL = ['j1', 'j2', 'j3']
+
+# names: any text but NUL (a ROS string ends at its first NUL)
+NAMES = st.lists(st.text(st.characters(exclude_characters='\x00'), max_size=12),
+                 max_size=6, unique=True)
+STAMPS = st.integers(0, 2**31 - 1).flatmap(lambda s: st.integers(0, 999_999_999).map(
+    lambda n: (s, n)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(NAMES, st.integers(0, 2**32 - 1), STAMPS)
+def test_a_written_reference_reads_back_by_rclpy_as_written(names, seed, stamp):
+    writer = joint_state_writer(STORE, names)
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(3, len(names))) * 10.0 ** rng.integers(-8, 8)
+    for field, row in zip(('position', 'velocity', 'effort'), values, strict=True):
+        writer.arrays[field][:] = row
+    writer.set_stamp(stamp[0] * 1_000_000_000 + stamp[1])
+    back = deserialize_message(writer.raw(), JointState)
+    assert list(back.name) == names
+    np.testing.assert_array_equal(
+        np.reshape([back.position, back.velocity, back.effort], (3, len(names))), values)
+    assert (back.header.stamp.sec, back.header.stamp.nanosec) == stamp
+    rosbags = STORE.types[JOINT_STATE](
+        header=STORE.types['std_msgs/msg/Header'](stamp=STORE.types[
+            'builtin_interfaces/msg/Time'](sec=stamp[0], nanosec=stamp[1]), frame_id=''),
+        name=names, position=values[0], velocity=values[1], effort=values[2])
+    assert writer.raw() == bytes(STORE.serialize_cdr(rosbags, JOINT_STATE))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 64), st.integers(0, 2**32 - 1))
+def test_a_written_command_reads_back_by_rclpy_as_written(m, seed):
+    writer = command_writer(STORE, m)
+    values = np.random.default_rng(seed).normal(size=m)
+    writer.arrays['data'][:] = values
+    back = deserialize_message(writer.raw(), Float64MultiArray)
+    np.testing.assert_array_equal(np.asarray(back.data), values)
+    assert not back.layout.dim and back.layout.data_offset == 0
+
+
+def test_a_layout_rosbags_does_not_read_in_place_is_none():
+    msg = STORE.types['std_msgs/msg/Float64MultiArray'](
+        layout=STORE.types['std_msgs/msg/MultiArrayLayout'](dim=[], data_offset=0),
+        data=np.arange(3.0))
+    typename = 'std_msgs/msg/Float64MultiArray'
+
+    def deserialize(raw):
+        return STORE.deserialize_cdr(raw, typename)
+
+    big = bytes(STORE.serialize_cdr(msg, typename, little_endian=False))
+    assert deserialize(big).data.tolist() == [0.0, 1.0, 2.0]  # rosbags reads it, copied
+    assert wire.find_layout(big, deserialize, ('data',)) is None
+    assert wire.find_layout(b'\x00\x01\x00\x00\x07', deserialize, ('data',)) is None
+    little = bytes(STORE.serialize_cdr(msg, typename))
+    _, layout = wire.find_layout(little, deserialize, ('data',))
+    assert layout.array(little, 'data').tolist() == [0.0, 1.0, 2.0]
+    names = joint_state_writer(STORE, ['a', 'b'])
+    assert names.arrays['position'].size == 2
+    with pytest.raises(ValueError, match='no in-place layout'):  # names are not float64
+        wire.Writer(STORE, JOINT_STATE, deserialize_rosbags(names.raw()), ('name',))
+
+
+def deserialize_rosbags(raw):
+    return STORE.deserialize_cdr(raw, JOINT_STATE)
+
+
+# --- the node's input: in place against rclpy's deserialization ------------------------
+
+LAYOUTS = st.tuples(
+    st.permutations(MODEL + ['x', 'yy']).flatmap(
+        lambda p: st.integers(2, 5).map(lambda k: p[:k])),   # names (may miss model joints)
+    st.booleans(),                                            # velocities present
+    st.booleans(),                                            # efforts present
+    st.sampled_from(['', 'base', 'a_frame']))                 # frame id
+
+
+def _joint_state(rng, layout, stamp_ns):
+    names, with_velocity, with_effort, frame_id = layout
+    m = len(names)
+    msg = JointState(name=list(names), position=rng.normal(size=m).tolist(),
+                     velocity=rng.normal(size=m).tolist() if with_velocity else [],
+                     effort=rng.normal(size=m).tolist() if with_effort else [])
+    if rng.random() < 0.1:
+        msg.position[int(rng.integers(m))] = float('nan')
+    if rng.random() < 0.05 and m > 1:
+        msg.position = msg.position[:-1]
+    msg.header.frame_id = frame_id
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+    return msg
+
+
+def _wire_bytes(msg):
+    """A JointState's bytes as DDS delivers them: rosbags' CDR of the same fields (rclpy's
+    serialize_message appends 4 bytes the wire does not carry; see the test below)."""
+    types = STORE.types
+    return bytes(STORE.serialize_cdr(types[JOINT_STATE](
+        header=types['std_msgs/msg/Header'](stamp=types['builtin_interfaces/msg/Time'](
+            sec=msg.header.stamp.sec, nanosec=msg.header.stamp.nanosec),
+            frame_id=msg.header.frame_id),
+        name=list(msg.name), position=np.array(msg.position, np.float64),
+        velocity=np.array(msg.velocity, np.float64), effort=np.array(msg.effort, np.float64)),
+        JOINT_STATE))
+
+
+def _outcome(state, take, arg):
+    try:
+        take(arg, 'auto')
+    except ValueError as error:
+        return ('refused', str(error))
+    return ('taken', state.q.copy(), state.qd.copy(), state.measured_velocity)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.lists(LAYOUTS, min_size=1, max_size=3),
+       st.integers(1, 60))
+def test_joint_states_read_in_place_are_taken_as_rclpy_reads_them(seed, layouts, count):
+    rng = np.random.default_rng(seed)
+    fast, full = JointStateInput(MODEL), JointStateInput(MODEL)
+    in_place = 0  # read in place, at most every message
+    for k in range(count):
+        msg = _joint_state(rng, layouts[rng.integers(len(layouts))], 10**18 + k * 10**6)
+        raw = _wire_bytes(msg)
+        if rng.random() < 0.05:
+            raw = raw[:int(rng.integers(len(raw)))]  # truncated
+        template = fast._template
+        in_place += template is not None and template[0].matches(raw)
+        got = _outcome(fast, fast.take_serialized, raw)
+        try:
+            typed = deserialize_message(raw, JointState)
+        except Exception:  # noqa: BLE001 - rclpy refuses the bytes: so must the node
+            assert got[0] == 'refused' and 'do not deserialize as a JointState' in got[1]
+            continue
+        want = _outcome(full, full.take, typed)
+        assert got[0] == want[0], (got, want)
+        if got[0] == 'taken':
+            for a, b in zip(got[1:], want[1:], strict=True):
+                np.testing.assert_array_equal(a, b)
+        else:
+            assert got[1] == want[1]
+    assert in_place <= count
+
+
+def test_joint_states_of_one_layout_are_read_in_place_after_the_first():
+    state, rng = JointStateInput(MODEL), np.random.default_rng(3)
+    layout = (['yy', 'j3', 'j1', 'x', 'j2'], True, True, 'base')
+    in_place = 0
+    for k in range(50):
+        msg = _joint_state(np.random.default_rng(k), layout, 10**18 + k)
+        msg.position = rng.normal(size=5).tolist()
+        raw = _wire_bytes(msg)
+        in_place += state._template is not None and state._template[0].matches(raw)
+        state.take_serialized(raw)
+        np.testing.assert_array_equal(state.q, np.array(msg.position)[[2, 4, 1]])
+        np.testing.assert_array_equal(state.qd, np.array(msg.velocity)[[2, 4, 1]])
+    assert in_place == 49
+
+
+def test_a_name_changed_in_place_is_not_read_with_the_old_mapping():
+    """Same length, same everything but two names swapped: the full way, the new mapping."""
+    state = JointStateInput(MODEL)
+    first = JointState(name=['j1', 'j2', 'j3'], position=[1.0, 2.0, 3.0], velocity=[0.0] * 3)
+    state.take_serialized(_wire_bytes(first))
+    assert state._template is not None
+    state.take_serialized(_wire_bytes(first))
+    swapped = JointState(name=['j2', 'j1', 'j3'], position=[1.0, 2.0, 3.0],
+                         velocity=[0.0] * 3)
+    raw = _wire_bytes(swapped)
+    assert len(raw) == len(_wire_bytes(first)) and not state._template[0].matches(raw)
+    state.take_serialized(raw)
+    np.testing.assert_array_equal(state.q, [2.0, 1.0, 3.0])
+
+
+def test_rclpy_serialized_bytes_with_a_tail_go_the_full_way_and_are_taken():
+    """rclpy's serialize_message gives a JointState 4 bytes more than the wire (and than
+    rosbags, which then refuses it as a template): taken every time by rclpy's reading."""
+    state = JointStateInput(MODEL)
+    msg = JointState(name=MODEL, position=[0.1, 0.2, 0.3], velocity=[1.0, 2.0, 3.0])
+    raw = serialize_message(msg)
+    assert len(raw) == len(_wire_bytes(msg)) + 4
+    for _ in range(3):
+        state.take_serialized(raw)
+        np.testing.assert_array_equal(state.q, [0.1, 0.2, 0.3])
+        np.testing.assert_array_equal(state.qd, [1.0, 2.0, 3.0])
+    assert state._template is None
+
+
+def test_bytes_that_do_not_deserialize_are_refused_with_their_size():
+    state = JointStateInput(MODEL)
+    with pytest.raises(ValueError, match='7 bytes that do not deserialize as a JointState'):
+        state.take_serialized(b'\x00\x01\x00\x00\xff\xff\xff')
+    assert not state.valid
