@@ -25,6 +25,9 @@ from rosbags.typesys.store import Typestore
 STAMP = slice(4, 12)  # int32 sec, uint32 nanosec after the CDR encapsulation header
 _STAMP = struct.Struct('<iI')
 _STORE_PREFERENCE = ('ROS2_KILTED', 'ROS2_JAZZY', 'LATEST')
+JOINT_STATE = 'sensor_msgs/msg/JointState'
+FLOAT64_ARRAY = 'std_msgs/msg/Float64MultiArray'
+JOINT_STATE_ARRAYS = ('position', 'velocity', 'effort')  # a JointState's float64 arrays
 
 
 def default_typestore() -> Typestore:

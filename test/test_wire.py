@@ -14,11 +14,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from rnea_controller import wire
+from rnea_controller.wire import JOINT_STATE
 from rnea_controller.ros.inputs import JointStateInput
 from rnea_controller.ros.outputs import command_writer, joint_state_writer
 
 STORE = wire.default_typestore()
-JOINT_STATE = 'sensor_msgs/msg/JointState'
 MODEL = ['j1', 'j2', 'j3']
 
 # names: any text but NUL (a ROS string ends at its first NUL)

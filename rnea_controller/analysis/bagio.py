@@ -22,14 +22,13 @@ from rosbags.highlevel import AnyReader
 
 from rnea_controller.analysis.jointstates import decode_joint_states, JointStates
 from rnea_controller.errors import BagError
-from rnea_controller.wire import default_typestore
+from rnea_controller.wire import default_typestore, FLOAT64_ARRAY, JOINT_STATE
 
-JOINT_STATE = 'sensor_msgs/msg/JointState'
-FLOAT64_ARRAY = 'std_msgs/msg/Float64MultiArray'
 STRING = 'std_msgs/msg/String'
 DIAGNOSTIC_ARRAY = 'diagnostic_msgs/msg/DiagnosticArray'
 
-__all__ = ['Arrays', 'BagReader', 'default_typestore', 'Diagnostic', 'JointStates']
+__all__ = ['Arrays', 'BagReader', 'default_typestore', 'Diagnostic', 'FLOAT64_ARRAY',
+           'JOINT_STATE', 'JointStates']
 
 
 @dataclass

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rnea_controller import wire
+from rnea_controller.wire import JOINT_STATE_ARRAYS as FIELDS
 from rnea_controller.wire import STAMP
-
-FIELDS = ('position', 'velocity', 'effort')
 
 
 @dataclass
@@ -96,10 +95,10 @@ def _decode_group(raws, index, column, deserialize, out):
 
     Returns the indices left to the one-by-one path.
     """
-    layout = _layout(raws[0], deserialize)
-    if layout is None:
+    found = _layout(raws[0], deserialize)
+    if found is None:
         return list(index)
-    msg, layout = layout
+    msg, layout = found
     rows = np.frombuffer(b''.join(raws), np.uint8).reshape(len(raws), -1)
     fixed = np.ones(rows.shape[1], bool)
     for start, stop in layout.variable():

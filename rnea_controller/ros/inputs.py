@@ -27,6 +27,8 @@ from rnea_controller import wire
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import ModelError
+from rnea_controller.wire import JOINT_STATE
+from rnea_controller.wire import JOINT_STATE_ARRAYS as FIELDS
 
 REPLACEMENT = '\ufffd'  # what rclpy decodes invalid UTF-8 bytes to
 
@@ -42,8 +44,6 @@ def check_names(names):
 
 
 NO_VELOCITY = np.zeros(0)
-JOINT_STATE = 'sensor_msgs/msg/JointState'
-FIELDS = ('position', 'velocity', 'effort')
 
 
 class JointStateInput:

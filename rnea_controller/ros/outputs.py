@@ -12,9 +12,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from rnea_controller import wire
-
-FLOAT64_ARRAY = 'std_msgs/msg/Float64MultiArray'
-JOINT_STATE = 'sensor_msgs/msg/JointState'
+from rnea_controller.wire import FLOAT64_ARRAY, JOINT_STATE, JOINT_STATE_ARRAYS
 
 
 def command_writer(store, m):
@@ -33,8 +31,7 @@ def joint_state_writer(store, joints):
         header=types['std_msgs/msg/Header'](stamp=types['builtin_interfaces/msg/Time'](
             sec=0, nanosec=0), frame_id=''),
         name=list(joints), position=zeros, velocity=zeros, effort=zeros)
-    return wire.Writer(store, JOINT_STATE, msg, ('position', 'velocity', 'effort'),
-                       stamped=True)
+    return wire.Writer(store, JOINT_STATE, msg, JOINT_STATE_ARRAYS, stamped=True)
 
 
 class Outputs:
@@ -50,8 +47,7 @@ class Outputs:
         self._command = command_writer(store, len(joints))
         self._reference = joint_state_writer(store, joints)
         self._command_data = self._command.arrays['data']
-        self._reference_rows = [self._reference.arrays[field]
-                                for field in ('position', 'velocity', 'effort')]
+        self._reference_rows = [self._reference.arrays[field] for field in JOINT_STATE_ARRAYS]
 
     def command(self, tau):
         self._command_data[:] = tau
