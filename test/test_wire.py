@@ -14,9 +14,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from rnea_controller import wire
-from rnea_controller.wire import JOINT_STATE
 from rnea_controller.ros.inputs import JointStateInput
 from rnea_controller.ros.outputs import command_writer, joint_state_writer
+from rnea_controller.wire import JOINT_STATE
 
 STORE = wire.default_typestore()
 MODEL = ['j1', 'j2', 'j3']
