@@ -102,8 +102,9 @@ class JointStateInput:
     def _take_arrays(self, position, velocity, index, velocity_source, stamp_ns):
         q = position[index]
         qd = velocity[index] if velocity is not None else None
-        if not (math.isfinite(np.add.reduce(q))
-                and (qd is None or math.isfinite(np.add.reduce(qd)))):
+        # a sum is finite iff every term is (or it overflows, ~1e308): 0.7 µs against numpy's 2.6
+        if not (math.isfinite(sum(q.tolist()))
+                and (qd is None or math.isfinite(sum(qd.tolist())))):
             raise ValueError('non-finite position or velocity of a model joint')
         if qd is None and velocity_source == 'measured':
             raise ValueError('no velocities, and velocity_source is measured')
