@@ -31,7 +31,8 @@ a joint is limited counts in `saturation[joint]`.
 
 The compiled law takes two records, as Pinocchio's Model/Data split: `LawModel` (constant
 arrays of the configured model, gains, limits, friction) and `LawWork` (preallocated rows,
-outputs and the limiter's memory).
+outputs and the limiter's memory), each a numba structref: made once per configuration
+(resp. controller) and passed to the compiled code as one pointer.
 
 Parameters: `validate_parameters(values, model)` checks each value against the one table
 (control/parameters.py) and the model-dependent rules here, and returns an immutable
@@ -43,11 +44,11 @@ feedforward_pd: the same scaled by the joint's own inertia, Kp = ω² M_ii(q0), 
 [N·m/rad, N·m·s/rad], with M(q0) computed ONCE when the config is built (q0 = the zero
 position clipped into the joint limits; M_ii at least 1e-3 kg·m²).
 """
-from collections import namedtuple
 from dataclasses import dataclass
 import time
 
-from numba import njit, typeof
+from numba import njit, types
+from numba.experimental import structref
 import numpy as np
 
 from rnea_controller.control import parameters
@@ -60,14 +61,56 @@ NATURAL_FREQUENCY = 20.0  # ω [rad/s] of the default gains
 MIN_JOINT_INERTIA = 1e-3  # [kg·m²] floor of M_ii for the feedforward_pd default gains
 ROWS = 3  # law, feedforward, g(q)
 
-#: The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
-#: controlled joints' index, gains, limits [N·m], friction, and two switches.
-LawModel = namedtuple('LawModel', 'parents prismatic axes R_tree p_tree I v0 a0 index kp kd '
-                                  'limits viscous coulomb width pd compensate')
-#: The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T; e = [e; ed];
-#: raw: the law before limits; outputs tau, feedforward; the limiter's memory `previous`;
-#: per-joint `saturation` counts.
-LawWork = namedtuple('LawWork', 'Q QD QDD T e raw previous tau feedforward saturation')
+
+class _Record(types.StructRef):
+    """numba's type of a law record: a struct of the given fields (no literal types), passed
+    to compiled code as one pointer (a namedtuple of 27 arrays took ~10 µs to pass)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+@structref.register
+class _LawModelType(_Record):
+    pass
+
+
+@structref.register
+class _LawWorkType(_Record):
+    pass
+
+
+class LawModel(structref.StructRefProxy):
+    """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
+    controlled joints' `index`, gains `kp`, `kd`, `limits` [N·m], friction `viscous`,
+    `coulomb`, `width`, and two switches `pd` (feedforward_pd) and `compensate` (the robot
+    compensates gravity). Made by `law_model`; read by compiled code only."""
+
+
+class LawWork(structref.StructRefProxy):
+    """The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T;
+    e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
+    `previous`; per-joint `saturation` counts. Holds the numpy arrays it was made from: Python
+    reads those (`Controller`), compiled code writes them."""
+
+
+LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'v0', 'a0',
+                    'index', 'kp', 'kd', 'limits', 'viscous', 'coulomb', 'width', 'pd',
+                    'compensate')
+LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
+                   'saturation')
+structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
+structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
+
+
+@njit(cache=True)
+def _new_law_model(*fields):
+    return LawModel(*fields)  # compiled and cached here: the proxy's own constructor is not
+
+
+@njit(cache=True)
+def _new_law_work(*fields):
+    return LawWork(*fields)
 
 
 @dataclass(frozen=True)
@@ -222,10 +265,11 @@ def law_model(cfg):
     """The LawModel record of a config (dict or ControllerConfig fields)."""
     get = cfg.get if isinstance(cfg, dict) else lambda name: getattr(cfg, name)
     model = get('model')
-    return LawModel(*rnea_kernel.model_arrays(model), *rnea_kernel.model_base_motion(model),
-                    get('index'), get('kp'), get('kd'), get('effort_limits'), get('viscous'),
-                    get('coulomb'), get('friction_width'), get('law') == 'feedforward_pd',
-                    bool(get('compensates_gravity')))
+    return _new_law_model(*rnea_kernel.model_arrays(model),
+                          *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
+                          get('kd'), get('effort_limits'), get('viscous'), get('coulomb'),
+                          float(get('friction_width')), get('law') == 'feedforward_pd',
+                          bool(get('compensates_gravity')))
 
 
 def _gravity_rows(model, q):
@@ -240,15 +284,19 @@ def _gravity_rows(model, q):
 def law_is_finite(cfg, q, qd, ref):
     """True if the law of `cfg` at measured q, qd and reference ref (3, m) is finite (one
     uncompiled evaluation, used to accept a parameter change at the current state)."""
-    work = _workspace(cfg.model.n, len(cfg.joints))
+    work, _ = _workspace(cfg.model.n, len(cfg.joints))
     return bool(_law(cfg.law_model, work, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref,
                      0.0))
 
 
 def _workspace(n, m):
-    return LawWork(np.zeros((ROWS, n)), np.zeros((ROWS, n)), np.zeros((ROWS, n)),
-                   np.zeros((ROWS, n)), np.zeros((2, m)), np.zeros(m), np.zeros(m),
-                   np.zeros(m), np.zeros(m), np.zeros(m, dtype=np.int64))
+    """A LawWork for n model joints, m controlled, and its arrays by field name."""
+    rows, joints = (ROWS, n), (m,)
+    shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
+                  tau=joints, feedforward=joints, saturation=joints)
+    arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name == 'saturation' else float)
+              for name in LAW_WORK_FIELDS}
+    return _new_law_work(*arrays.values()), arrays
 
 
 class Controller:
@@ -263,15 +311,14 @@ class Controller:
 
     def __init__(self, config):
         n, m = config.model.n, len(config.joints)
-        self.work = _workspace(n, m)
-        self.tau, self.feedforward = self.work.tau, self.work.feedforward
-        self.saturation = self.work.saturation
+        self.work, arrays = _workspace(n, m)
+        self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
+        self.saturation, self._previous = arrays['saturation'], arrays['previous']
+        self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self.fallbacks = 0
         self.failing_since = None
         self._has_previous = False
         self._good = config
-        self._entry = None  # (compiled _law, the arguments it was typed for)
-        self._seen = None  # the arguments of the last call
         self._compile(config)
 
     def _compile(self, cfg):
@@ -281,10 +328,10 @@ class Controller:
         n, m = cfg.model.n, len(cfg.joints)
         q, qd = 0.3 * np.sin(np.arange(1.0, n + 1)), 0.2 * np.cos(np.arange(1.0, n + 1))
         ref = np.vstack((q[cfg.index] + 0.01, qd[cfg.index], np.full(m, 0.5)))
-        w = self.work
+        w, (Q, QD, QDD, T) = self.work, self._rows
         for attempt in range(2):
             _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, 0.0)
-            if np.allclose(w.T, rnea(cfg.model, w.Q, w.QD, w.QDD)) or attempt:
+            if np.allclose(T, rnea(cfg.model, Q, QD, QDD)) or attempt:
                 break
             _law.recompile()
         _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, 0.0)  # with a wrench
@@ -316,26 +363,8 @@ class Controller:
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
             f_body[2] = 0.0  # g(q) is gravity alone
-        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref), self._step(cfg))
+        finite = _law(cfg.law_model, self.work, f_body, q, qd, ref, self._step(cfg))
         return self._checked(cfg, finite, q)
-
-    def _law(self, args, step):
-        """_law(*args, step). numba's dispatcher types its arguments at every call, the two
-        records field by field (~10 µs here). A tick passes the very same objects each time:
-        once the same objects came twice in a row, the overload the dispatcher chose for them
-        is called directly while they keep coming (step is always a float)."""
-        entry = self._entry
-        if entry is not None and _same_objects(args, entry[1]):
-            return entry[0](*args, step)
-        finite = _law(*args, step)
-        if self._seen is not None and _same_objects(args, self._seen):
-            try:
-                signature = tuple(typeof(a) for a in (*args, step))
-                self._entry = (_law.overloads[signature].entry_point, args)
-            except (AttributeError, KeyError):  # another numba: the dispatcher every time
-                self._entry = None
-        self._seen = args
-        return finite
 
     def gravity_hold(self, cfg, q, rate_limited=True):
         """Limited g(q) [N·m], the torque that holds the measured q against gravity; zero if
@@ -343,7 +372,7 @@ class Controller:
         g = _gravity_rows(cfg.model, q)[cfg.index]
         if cfg.compensates_gravity and np.all(np.isfinite(g)):
             g = np.zeros(len(cfg.index))
-        finite = _limit(g, self.work.previous, cfg.effort_limits, self._step(cfg, rate_limited),
+        finite = _limit(g, self._previous, cfg.effort_limits, self._step(cfg, rate_limited),
                         self.tau, self.saturation)
         return self._checked(cfg, finite, q)
 
@@ -353,7 +382,7 @@ class Controller:
             self._good, self.failing_since = cfg, None
         else:
             self._fall_back(q)
-        self.work.previous[:] = self.tau
+        self._previous[:] = self.tau
         self._has_previous = True
         return self.tau
 
@@ -368,15 +397,9 @@ class Controller:
         if cfg.compensates_gravity:
             tau = np.zeros(len(cfg.index))
         if not np.all(np.isfinite(tau)):
-            tau = self.work.previous if self._has_previous else np.zeros(len(cfg.index))
+            tau = self._previous if self._has_previous else np.zeros(len(cfg.index))
         np.clip(tau, -cfg.effort_limits, cfg.effort_limits, out=self.tau)
         self.tau[~np.isfinite(self.tau)] = 0.0
-
-
-def _same_objects(args, last):
-    """The law's arguments are the objects of `last` (the workspace never changes)."""
-    return (args[0] is last[0] and args[2] is last[2] and args[3] is last[3]
-            and args[4] is last[4] and args[5] is last[5])
 
 
 @njit(cache=True)
