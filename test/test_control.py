@@ -90,8 +90,8 @@ def test_computed_torque_equals_pinocchio_rnea_and_crba(robot):
 
 def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot):
     """As the node's tick: the same q, qd, ref objects, new values in place each call (the
-    law's records are made once and passed by reference); between them, calls with other
-    arrays."""
+    controller then calls the compiled law without numba's dispatch); between them, calls
+    with other arrays (the dispatcher's way)."""
     model, oracle = robot
     cfg = validate_parameters({}, model)
     controller, rng = Controller(cfg), np.random.default_rng(4)
@@ -104,6 +104,7 @@ def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot)
         np.testing.assert_allclose(tau, np.clip(oracle.rnea(q, qd, qdd), -cfg.effort_limits,
                                                 cfg.effort_limits), rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref), atol=1e-9)
+    assert controller._entry is not None and controller._entry[1][3] is q  # taken
 
 
 def test_feedforward_pd_equals_pinocchio_rnea_plus_pd(robot):
