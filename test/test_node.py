@@ -341,6 +341,8 @@ BAD_TRAJECTORIES = {
 
 def test_each_refusal_rule_is_logged_and_counted(setup):
     client, procs, proc = setup
+    client.wait_for_subscribers()  # also when run alone: the trajectories must reach the node
+    client.set_state(Q0)
     before = int(client.diagnostic('rejected joint_trajectory'))
     for msg in BAD_TRAJECTORIES.values():
         client.trajectory_pub.publish(msg)
