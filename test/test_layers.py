@@ -82,8 +82,8 @@ def test_the_import_parser_sees_imports_of_every_form(tmp_path):
 
 
 @pytest.mark.parametrize('module', [m for m in core_modules()
-                                    if m.startswith('rnea_controller.dynamics')]
-                         + ['rnea_controller.control.trajectory'])
+                                    if m.startswith(('rnea_controller.dynamics',
+                                                     'rnea_controller.control'))])
 def test_public_functions_of_the_core_carry_type_hints(module):
     """Every public function and method defined in the module: arguments and return annotated."""
     loaded = importlib.import_module(module)

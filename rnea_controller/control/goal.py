@@ -19,6 +19,7 @@ Outcome of a goal at time t, with t_end its last point's time (`GoalMonitor.upda
     t >= t_end, outside, goal_time > 0 and t - t_end > goal_time -> GOAL_TOLERANCE_VIOLATED
     otherwise: still running.
 """
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 import math
 
@@ -51,7 +52,7 @@ class Tolerances:
     goal_time: float
 
 
-def default_tolerances(values, joints):
+def default_tolerances(values: Mapping, joints: Sequence[str]) -> Tolerances:
     """The controller's tolerances from its parameter values (a dict; missing or None: JTC's
     defaults, stopped velocity 0.01 rad/s, the others 0)."""
     def value(name, default=0.0):
@@ -66,7 +67,7 @@ def default_tolerances(values, joints):
     return Tolerances(path, goal, value('constraints.goal_time'))
 
 
-def resolve(default, requested):
+def resolve(default: float, requested: float) -> float:
     """JTC's `resolve_tolerance_source`: requested > 0 wins, -1 erases (0), 0 keeps default;
     other negative values raise ValueError."""
     if requested > 0.0:
@@ -94,7 +95,9 @@ def _override(table, rows, joints, field):
     return table
 
 
-def goal_tolerances(defaults, joints, path_tolerance, goal_tolerance, goal_time_tolerance):
+def goal_tolerances(defaults: Tolerances, joints: Sequence[str], path_tolerance: Iterable,
+                    goal_tolerance: Iterable,
+                    goal_time_tolerance: float) -> tuple[Tolerances, str | None]:
     """The tolerances of one goal: defaults overridden by the goal's (JTC's rules).
 
     path_tolerance, goal_tolerance: (name, position, velocity, acceleration) rows;
@@ -114,12 +117,12 @@ def goal_tolerances(defaults, joints, path_tolerance, goal_tolerance, goal_time_
     return Tolerances(path, goal, goal_time), None
 
 
-def within(error, tolerance):
+def within(error: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
     """Per joint: True where no checked row of `error` (3, n) exceeds `tolerance` (3, n)."""
     return ~np.any((tolerance > 0.0) & (np.abs(error) > tolerance), axis=0)
 
 
-def describe(error, tolerance, joints):
+def describe(error: np.ndarray, tolerance: np.ndarray, joints: Sequence[str]) -> str:
     """Text naming each joint outside `tolerance`, its errors and tolerances."""
     bad = (tolerance > 0.0) & (np.abs(error) > tolerance)
     kinds = ('position', 'velocity', 'acceleration')
@@ -128,7 +131,8 @@ def describe(error, tolerance, joints):
     return '; '.join(parts)
 
 
-def check_goal_trajectory(names, final_velocities, has_multi_dof):
+def check_goal_trajectory(names: Sequence[str], final_velocities: Sequence[float],
+                          has_multi_dof: bool) -> None:
     """What JTC refuses beyond `trajectory.validate`: a final point that is not at rest, and
     (here) any multi-DOF part, which this controller does not follow. Raises TrajectoryError."""
     if has_multi_dof:
@@ -145,7 +149,8 @@ class GoalMonitor:
     node's time axis; joints: controlled joint names (for the messages).
     """
 
-    def __init__(self, tolerances, point_times, joints):
+    def __init__(self, tolerances: Tolerances, point_times: Sequence[float],
+                 joints: Sequence[str]) -> None:
         self.tolerances = tolerances
         self.point_times = np.asarray(point_times, dtype=float)
         self.end_time = float(self.point_times[-1])
@@ -153,11 +158,12 @@ class GoalMonitor:
         self.first = True
         self.detail = ''
 
-    def index(self, t):
+    def index(self, t: float) -> int:
         """JTC's feedback index: how many of the goal's points are at or before t [s]."""
         return int(np.searchsorted(self.point_times, t, side='right'))
 
-    def update(self, t, desired, actual):
+    def update(self, t: float, desired: np.ndarray,
+               actual: np.ndarray) -> tuple[int, str] | None:
         """(code, text) once the goal ends at t [s], else None (`detail` then names the
         joints outside their tolerance, for the log).
 

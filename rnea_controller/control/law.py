@@ -44,6 +44,7 @@ feedforward_pd: the same scaled by the joint's own inertia, Kp = ω² M_ii(q0), 
 [N·m/rad, N·m·s/rad], with M(q0) computed ONCE when the config is built (q0 = the zero
 position clipped into the joint limits; M_ii at least 1e-3 kg·m²).
 """
+from collections.abc import Mapping
 from dataclasses import dataclass
 import time
 
@@ -54,6 +55,7 @@ import numpy as np
 from rnea_controller.control import parameters
 from rnea_controller.control.parameters import joint_of_parameter
 from rnea_controller.dynamics import rnea_kernel
+from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.dynamics.rnea import body_forces, mass_matrix, rnea
 from rnea_controller.errors import DimensionError, ModelError, ParameterError
 
@@ -124,7 +126,7 @@ class ControllerConfig:
     law_model: the compiled law's LawModel; values: the parameter values.
     """
 
-    model: object
+    model: RobotModel
     joints: tuple
     index: np.ndarray
     law: str
@@ -173,7 +175,8 @@ def _with_payload_and_gravity(values, model):
     return model.with_gravity(np.array(values['gravity'], dtype=float))
 
 
-def default_gains(model, index, law):
+def default_gains(model: RobotModel, index: np.ndarray,
+                  law: str) -> tuple[np.ndarray, np.ndarray]:
     """Gains of joints without configured ones: ω = NATURAL_FREQUENCY, critically damped.
 
     computed_torque: (ω², 2ω) [1/s², 1/s]; feedforward_pd: (ω² M_ii, 2ω M_ii) at q0.
@@ -217,7 +220,7 @@ def _check_each(values, joints):
             raise ParameterError(f'{name}: {joint!r} is not a controlled joint')
 
 
-def validate_parameters(values, model):
+def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     """Check parameter values and build the ControllerConfig they describe.
 
     values: {parameter name: value} (missing names take the table's defaults; per-joint names
@@ -261,7 +264,7 @@ def _check_gravity_finite(model):
                              '(payload and gravity too large together)')
 
 
-def law_model(cfg):
+def law_model(cfg: dict | ControllerConfig) -> LawModel:
     """The LawModel record of a config (dict or ControllerConfig fields)."""
     get = cfg.get if isinstance(cfg, dict) else lambda name: getattr(cfg, name)
     model = get('model')
@@ -281,7 +284,8 @@ def _gravity_rows(model, q):
         return np.full(model.n, np.nan)
 
 
-def law_is_finite(cfg, q, qd, ref):
+def law_is_finite(cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray,
+                  ref: np.ndarray) -> bool:
     """True if the law of `cfg` at measured q, qd and reference ref (3, m) is finite (one
     uncompiled evaluation, used to accept a parameter change at the current state)."""
     work, _ = _workspace(cfg.model.n, len(cfg.joints))
@@ -309,7 +313,7 @@ class Controller:
     while it is finite).
     """
 
-    def __init__(self, config):
+    def __init__(self, config: ControllerConfig) -> None:
         n, m = config.model.n, len(config.joints)
         self.work, arrays = _workspace(n, m)
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
@@ -343,7 +347,7 @@ class Controller:
         self.saturation[:] = 0
         self.fallbacks = 0
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the previous command (the rate limit restarts from the next command)."""
         self._has_previous = False
 
@@ -351,7 +355,8 @@ class Controller:
         """Largest command change this tick [N·m] (0: no rate limit)."""
         return cfg.torque_rate_limit * cfg.period if rate_limited and self._has_previous else 0.0
 
-    def command(self, cfg, q, qd, ref, f_ext=None):
+    def command(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray, ref: np.ndarray,
+                f_ext: dict | None = None) -> np.ndarray:
         """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size) and ref (3, m).
 
         ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`). One
@@ -387,7 +392,8 @@ class Controller:
         self._seen = args
         return finite
 
-    def gravity_hold(self, cfg, q, rate_limited=True):
+    def gravity_hold(self, cfg: ControllerConfig, q: np.ndarray,
+                     rate_limited: bool = True) -> np.ndarray:
         """Limited g(q) [N·m], the torque that holds the measured q against gravity; zero if
         the robot compensates gravity itself."""
         g = _gravity_rows(cfg.model, q)[cfg.index]

@@ -18,7 +18,7 @@ import numpy as np
 class LoopStats:
     """Ring buffer of tick start times and compute times [s], summarised once a second."""
 
-    def __init__(self, size=8192):
+    def __init__(self, size: int = 8192) -> None:
         self.start = np.zeros(size)
         self.compute = np.zeros(size)
         self.count = 0
@@ -27,7 +27,7 @@ class LoopStats:
         self._reported = 0
         _summary(self.start, self.compute, 0, 2, 1.0)  # compile (or load the cache) now
 
-    def record(self, t_start, t_end, period):
+    def record(self, t_start: float, t_end: float, period: float) -> None:
         """One tick: started at t_start, done at t_end [s] (any one clock), period T [s]."""
         i = self.count % len(self.start)
         self.start[i] = t_start
@@ -35,7 +35,7 @@ class LoopStats:
         self.count += 1
         self.overruns += t_end - t_start > period
 
-    def summary(self, period):
+    def summary(self, period: float) -> tuple[float, float, float, float]:
         """(rate [Hz], jitter p99, compute p50 and p99 [µs]) of the ticks since the last call.
 
         Also adds the missed ticks of those periods to `missed`. NaN figures (and rate 0) when

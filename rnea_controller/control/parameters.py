@@ -52,10 +52,10 @@ class Spec:
     dynamic: bool = False  # any ROS type; `rule` checks and `kind` is the usual one
 
     @property
-    def per_joint(self):
+    def per_joint(self) -> bool:
         return JOINT in self.name
 
-    def bounds_text(self):
+    def bounds_text(self) -> str:
         """The range or choices as text, e.g. '[0, 1e+06]', "one of 'a', 'b'"."""
         if self.choices:
             return 'one of ' + ', '.join(self.choices)
@@ -65,7 +65,7 @@ class Spec:
         return f'{opening}{self.low:g}, {self.high:g}]'
 
 
-def latency_setting(value):
+def latency_setting(value: object) -> str | float:
     """latency_compensation -> 'auto', 'off' or a fixed latency [s] (float); ValueError if
     none. Typed as users type it: YAML and `ros2 param set` make `off` a bool false and
     `0.002` a double, so those are taken as well as the strings."""
@@ -200,7 +200,7 @@ GLOBAL = tuple(spec for spec in TABLE if not spec.per_joint)
 PER_JOINT = tuple(spec for spec in TABLE if spec.per_joint)
 
 
-def spec_of(name):
+def spec_of(name: str) -> tuple[Spec, str | None]:
     """(Spec, joint or None) of a parameter name such as 'gains.elbow_joint.p'; else KeyError."""
     if name in SPECS:
         return SPECS[name], None
@@ -211,7 +211,7 @@ def spec_of(name):
     raise KeyError(name)
 
 
-def joint_of_parameter(name):
+def joint_of_parameter(name: str) -> str | None:
     """The joint of a per-joint parameter name ('gains.<joint>.p' ...); None for the others."""
     try:
         return spec_of(name)[1]
@@ -219,12 +219,12 @@ def joint_of_parameter(name):
         return None
 
 
-def defaults():
+def defaults() -> dict:
     """{name: default} of every global parameter (None: unset)."""
     return {spec.name: spec.default for spec in GLOBAL}
 
 
-def per_joint_names(joint):
+def per_joint_names(joint: str) -> list[str]:
     """The per-joint parameter names of one joint."""
     return [spec.name.replace(JOINT, joint) for spec in PER_JOINT]
 
@@ -268,7 +268,7 @@ def _range_error(spec, value):
     return None
 
 
-def check(name, value):
+def check(name: str, value: object) -> object:
     """Check one value against the table (type, range, choices, rule); ParameterError if bad.
 
     None (unset) is accepted for parameters whose default is None. Returns the value.
@@ -301,7 +301,7 @@ def _default_text(spec):
     return f'{spec.default!r}' if isinstance(spec.default, str) else f'{spec.default}'
 
 
-def render_markdown():
+def render_markdown() -> str:
     """The README / docs parameter table, one row per parameter, as markdown."""
     lines = ['| parameter | type | default | unit | range | changes | description |',
              '|---|---|---|---|---|---|---|']
@@ -347,7 +347,7 @@ def _yaml_value(value):
     return repr(value)
 
 
-def render_yaml(example_joint='shoulder_pan_joint'):
+def render_yaml(example_joint: str = 'shoulder_pan_joint') -> str:
     """config/controller.yaml: every parameter with its comment, from the table."""
     out = [YAML_HEADER.rstrip('\n')]
     for spec in TABLE:

@@ -39,7 +39,7 @@ class VelocityEstimator:
     difference, without a transient from zero.
     """
 
-    def __init__(self, n, cutoff):
+    def __init__(self, n: int, cutoff: float) -> None:
         if not math.isfinite(cutoff) or cutoff <= 0:
             raise ValueError(f'velocity filter cut-off must be finite and > 0 Hz, got {cutoff}')
         self.cutoff = cutoff
@@ -49,7 +49,7 @@ class VelocityEstimator:
         self._started = False
         self._h = math.nan
 
-    def update(self, q, t):
+    def update(self, q: np.ndarray, t: float) -> np.ndarray:
         """Take position q [rad] stamped t [s]; returns the velocity estimate [rad/s]."""
         if self._t is not None and t > self._t:
             h = t - self._t
@@ -64,7 +64,7 @@ class VelocityEstimator:
         return self.qd
 
     @property
-    def lag(self):
+    def lag(self) -> float:
         """Low-frequency lag of the estimate at the last step h [s]: h/2 + (1 - alpha) h/alpha."""
         if not self._started:
             return 0.0
@@ -72,7 +72,7 @@ class VelocityEstimator:
         return self._h / 2 + (1.0 - alpha) * self._h / alpha
 
     @staticmethod
-    def response(omega, h, cutoff):
+    def response(omega: np.ndarray | float, h: float, cutoff: float) -> np.ndarray | complex:
         """The filter's frequency response at omega [rad/s] for step h [s] (complex)."""
         alpha = 1.0 - math.exp(-2.0 * math.pi * cutoff * h)
         z = np.exp(1j * omega * h)
@@ -95,7 +95,8 @@ class PhaseLock:
     1 kHz, gain 0.05: 2 us), and at most max_slew / period (2 %) of drift is followed.
     """
 
-    def __init__(self, period, min_offset=1e-4, gain=0.05, max_slew=None):
+    def __init__(self, period: float, min_offset: float = 1e-4, gain: float = 0.05,
+                 max_slew: float | None = None) -> None:
         self.period = period
         self.min_offset = min_offset
         self.gain = gain
@@ -106,15 +107,15 @@ class PhaseLock:
         self._x = None
 
     @property
-    def offset(self):
+    def offset(self) -> float:
         """The target delay of a tick after the state's arrival [s]."""
         return self.min_offset + 2.0 * math.sqrt(self.variance)
 
-    def on_state(self, arrival):
+    def on_state(self, arrival: float) -> None:
         """A state arrived at `arrival` [s] (the tick's clock)."""
         self._arrival = arrival
 
-    def next_period(self, tick):
+    def next_period(self, tick: float) -> float:
         """The timer period [s] to set at the tick at time `tick` [s]."""
         if self._arrival is None or tick - self._arrival >= self.period:
             return self.period  # no fresh state since the last tick: nothing to measure
@@ -142,7 +143,7 @@ class LatencyEstimator:
     way back. `mean` is a running mean of L, for /diagnostics.
     """
 
-    def __init__(self, period):
+    def __init__(self, period: float) -> None:
         self.period = period
         self.stream_period = None
         self.transit = 0.0
@@ -151,7 +152,7 @@ class LatencyEstimator:
         self._rejected = 0
         self._transits = []
 
-    def on_state(self, stamp, arrival):
+    def on_state(self, stamp: float, arrival: float) -> None:
         """A state stamped `stamp` [s] arrived at `arrival` [s] (same clock)."""
         if self._last_stamp is not None and stamp > self._last_stamp:
             self._track_period(stamp - self._last_stamp)
@@ -170,7 +171,7 @@ class LatencyEstimator:
         else:
             self._rejected += 1
 
-    def latency(self, publish, stamp):
+    def latency(self, publish: float, stamp: float) -> float:
         """L [s] for a command published at `publish` [s] from the state stamped `stamp` [s]."""
         grid = min(self.stream_period or self.period, self.period)
         L = grid * max(1, math.ceil((publish + self.transit - stamp) / grid))
@@ -178,7 +179,8 @@ class LatencyEstimator:
         return L
 
 
-def predict(q, qd, qdd, dt, lag=0.0, out=None):
+def predict(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, dt: float, lag: float = 0.0,
+            out: np.ndarray | None = None) -> np.ndarray:
     """The state carried forward by dt [s] under the desired acceleration qdd [rad/s^2]:
 
         qd(s) = qd + qdd lag                    (an estimate lagging by `lag` [s])
@@ -209,8 +211,9 @@ class LoopTiming:
     cutoff: the velocity filter's [Hz]; period: the loop's [s].
     """
 
-    def __init__(self, n, period, phase_lock=True, latency='auto', velocity_source='auto',
-                 cutoff=100.0):
+    def __init__(self, n: int, period: float, phase_lock: bool = True,
+                 latency: str | float = 'auto', velocity_source: str = 'auto',
+                 cutoff: float = 100.0) -> None:
         self.period = period
         self.phase_lock = PhaseLock(period) if phase_lock else None
         self.latency = latency
@@ -222,7 +225,8 @@ class LoopTiming:
         self.stamp_ns = 0  # of the newest state [ns]
         self.unstamped = 0  # states whose stamp was zero or more than 1 s from their arrival
 
-    def on_state(self, q, qd, stamp_ns, arrival_ns, tick_clock):
+    def on_state(self, q: np.ndarray, qd: np.ndarray, stamp_ns: int, arrival_ns: int,
+                 tick_clock: float) -> np.ndarray:
         """A state: positions q [rad], velocities qd [rad/s] (empty: none), stamp [ns],
         arrival [ns] on the stamps' clock and [s] on the tick's clock. A stamp that is zero or
         more than 1 s away from the arrival is not usable: the arrival stands for it.
@@ -243,11 +247,11 @@ class LoopTiming:
             self.lag = self.velocity.lag
         return qd
 
-    def next_period(self, tick_clock):
+    def next_period(self, tick_clock: float) -> float | None:
         """The timer period [s] to set now, or None without phase lock."""
         return None if self.phase_lock is None else self.phase_lock.next_period(tick_clock)
 
-    def horizon(self, publish):
+    def horizon(self, publish: float) -> float | None:
         """L [s] from the newest state's stamp to its command's effect for a command published
         at `publish` [s] (stamps' clock), at most MAX_HORIZON; None when compensation is off
         or no state was taken yet."""
