@@ -61,8 +61,9 @@ class Layout:
         """(start, stop) byte ranges of the stamp and the arrays, in order."""
         return _variable(self.spans, self.stamped)
 
-    def array(self, raw: bytes, field: str) -> np.ndarray:
-        """The float64 array `field` of a message of this layout (a read-only view)."""
+    def array(self, raw: bytes | bytearray, field: str) -> np.ndarray:
+        """The float64 array `field` of a message of this layout (a view: writable if `raw`
+        is, as a Writer's bytearray)."""
         start, count = self.spans[field]
         return np.frombuffer(raw, '<f8', count, max(start, 0))
 
@@ -134,8 +135,7 @@ class Writer:
             raise ValueError(f'no in-place layout for the fields {list(fields)} of this message')
         self.layout = found[1]
         self._buffer = bytearray(raw)
-        self.arrays = {name: np.frombuffer(self._buffer, '<f8', count, max(start, 0))
-                       for name, (start, count) in self.layout.spans.items()}
+        self.arrays = {name: self.layout.array(self._buffer, name) for name in self.layout.spans}
         self._check(deserialize)
 
     def set_stamp(self, ns: int) -> None:

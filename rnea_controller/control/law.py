@@ -319,7 +319,6 @@ class Controller:
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
-        self._no_wrench = np.zeros((1, n, 6))  # f_body without an external wrench
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
         self.fallbacks = 0
@@ -337,7 +336,7 @@ class Controller:
         ref = np.vstack((q[cfg.index] + 0.01, qd[cfg.index], np.full(m, 0.5)))
         w, (Q, QD, QDD, T) = self.work, self._rows
         for attempt in range(2):
-            _law(cfg.law_model, w, self._no_wrench, q, qd, ref, 0.0)
+            _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, 0.0)
             if np.allclose(T, rnea(cfg.model, Q, QD, QDD)) or attempt:
                 break
             _law.recompile()
@@ -367,7 +366,7 @@ class Controller:
         if q.shape != (n,) or qd.shape != (n,) or ref.shape != (3, len(cfg.index)):
             raise DimensionError(f'command: q {q.shape}, qd {qd.shape} and ref {ref.shape} '
                                  f'do not fit {n} joints, {len(cfg.index)} controlled')
-        f_body = self._no_wrench
+        f_body = rnea_kernel.model_zero_forces(cfg.model)
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
             f_body[2] = 0.0  # g(q) is gravity alone
