@@ -136,13 +136,14 @@ class Client:
     def pause(self):
         self.feeder.pause()
 
-    def settle(self, seconds=0.15):
+    def settle(self, seconds=0.15, timeout=10.0):
         """Wait `seconds`, then forget what arrived: later messages reflect the new input.
 
         On a loaded machine this Python subscriber can lag the node's 2 kHz by a good part of a
         second, so `seconds` are counted on the node's side: forgetting waits until a reference
         stamped after them has arrived, or until nothing arrived for 0.5 s (the node is silent;
-        long enough that a starved spinner thread is not taken for a silent node).
+        long enough that a starved spinner thread is not taken for a silent node), at most
+        `timeout` [s].
         """
         until = time.time() + seconds
         time.sleep(seconds)
@@ -151,13 +152,14 @@ class Client:
             refs = self.references
             return ((refs and stamp(refs[-1]) >= until)
                     or time.monotonic() - self.arrival > 0.5)
-        assert wait_for(caught_up, 10.0)
+        assert wait_for(caught_up, timeout)
         self.commands.clear()
         self.references.clear()
 
     def steady_command(self, count=20, timeout=3.0):
-        """The last command once `count` more arrived (the input was held constant)."""
-        self.settle()
+        """The last command once `count` more arrived (the input was held constant); a
+        `timeout` over 10 s also gives the lagging subscriber longer to catch up."""
+        self.settle(timeout=max(10.0, timeout))
         assert wait_for(lambda: len(self.commands) >= count and self.references, timeout)
         return self.commands[-1], self.references[-1]
 
