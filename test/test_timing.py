@@ -249,7 +249,12 @@ def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     # 2-core host the node, the simulator and this probe together drop ticks: 630-760 Hz seen)
     rates = [float(d['loop rate [Hz]']) for d in probe.diagnostics[1:]]
     assert np.median(rates) > 560.0, rates
-    assert 0 < float(probe.diagnostics[-1]['latency [ms]']) < 10  # measured 2-5 ms
+    # the delay from a state's stamp to its command's effect: a few stream periods, measured
+    # 2-5 ms; a loaded CI host showed running means up to 20 ms, so the median of the run is
+    # bounded, generously (what it rules out: a clock offset, seconds, or a non-positive value)
+    latencies = [float(d['latency [ms]']) for d in probe.diagnostics[1:]]
+    assert all(latency > 0 for latency in latencies), latencies
+    assert np.median(latencies) < 30, latencies
 
 
 def test_loop_timing_estimates_velocities_of_a_positions_only_stream_and_predicts():
