@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import rclpy
 from rclpy.action import ActionClient
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
+from spinning import Spinner
 from state_feeder import StateFeeder
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -83,10 +83,7 @@ class Client:
                                       10)
         self.topic = self.node.create_publisher(JointTrajectory,
                                                 '/rnea_controller/joint_trajectory', 10)
-        self.executor = SingleThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = Spinner(self.node, context=context)
 
     def _keep(self, store):
         def keep(msg):
@@ -113,7 +110,7 @@ class Client:
         return future.result()
 
     def close(self):
-        self.executor.shutdown(5.0)
+        self.spinner.close()
         self.action.destroy()
         self.node.destroy_node()
 

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 import re
 import signal
-import threading
 import time
 
 from conftest import console_script, Processes, stamp, wait_for
@@ -23,10 +22,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
+from spinning import Spinner
 from state_feeder import StateFeeder
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -99,15 +98,11 @@ class Client:
             WrenchStamped, '/rnea_controller/external_wrench', 10)
         self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
         self.feeder = StateFeeder()
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
-        self.spinner.start()
+        self.spinner = Spinner(self.node)
 
     def close(self):
         self.feeder.close()
-        self.executor.shutdown(5.0)
-        self.spinner.join(5.0)
+        self.spinner.close()
         self.node.destroy_node()
         rclpy.shutdown()
 
@@ -538,15 +533,15 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
 @contextlib.contextmanager
 def stand_in_effort_controller(client, namespace, joints):
     """An rclpy node named as ros2_control's effort controller in `namespace`, its parameter
-    `joints` declared unless None, spun by the client's executor."""
+    `joints` declared unless None, spun by a spinner of its own."""
     effort = rclpy.create_node('effort_controller', namespace=namespace)
     if joints is not None:
         effort.declare_parameter('joints', joints)
-    client.executor.add_node(effort)
+    spinner = Spinner(effort)
     try:
         yield effort
     finally:
-        client.executor.remove_node(effort)
+        spinner.close()
         effort.destroy_node()
 
 

@@ -1,13 +1,12 @@
 """rnea-send-trajectory: waypoint files, the demo motion, and the real command over DDS."""
 import subprocess
-import threading
 
 from conftest import console_script, wait_for
 import numpy as np
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
+from spinning import Spinner
 from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller import default_urdf_path, RobotModel
@@ -121,12 +120,9 @@ def listener():
     state = JointState(name=list(RobotModel.from_urdf_file(default_urdf_path()).joint_names),
                        position=list(HOME), velocity=[0.0] * 6)
     node.create_timer(0.01, lambda: states.publish(state))
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
+    spinner = Spinner(node, context=context)
     yield received
-    executor.shutdown(timeout_sec=1.0)
+    spinner.close()
     node.destroy_node()
     rclpy.shutdown(context=context)
 
@@ -185,12 +181,9 @@ def lifecycle_controller():
     received = []
     node.create_subscription(JointTrajectory, 'rnea_controller/joint_trajectory',
                              received.append, 10)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
+    spinner = Spinner(node, context=context)
     yield node, received
-    executor.shutdown(timeout_sec=1.0)
+    spinner.close()
     node.destroy_node()
     rclpy.shutdown(context=context)
 

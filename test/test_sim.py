@@ -14,10 +14,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
+from spinning import Spinner
 from std_msgs.msg import Float64MultiArray, String
 
 from rnea_controller import default_urdf_path
@@ -49,10 +49,7 @@ class Probe:
                                       self._keep(self.diagnostics), 10)
         self.commands = self.node.create_publisher(Float64MultiArray,
                                                    f'{ns}/effort_controller/commands', 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = Spinner(self.node, context=self.context)
 
     def _keep(self, store):
         def keep(msg):
@@ -80,7 +77,7 @@ class Probe:
         self.commands.publish(Float64MultiArray(data=[float(v) for v in values]))
 
     def close(self):
-        self.executor.shutdown(timeout_sec=1.0)
+        self.spinner.close()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
 

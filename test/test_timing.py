@@ -4,7 +4,6 @@ Oracles: the discrete filter's transfer function and a sinusoid's exact derivati
 arrivals simulated with a known period, drift and jitter; Taylor's formula for the prediction.
 """
 import math
-import threading
 
 from builtin_interfaces.msg import Duration
 from conftest import console_script, stamp, wait_for
@@ -12,8 +11,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import JointState
+from spinning import Spinner
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.parameters import check, latency_setting, ParameterError
@@ -178,10 +177,7 @@ class Probe:
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diagnostic, 10)
         self.trajectories = self.node.create_publisher(
             JointTrajectory, '/rnea_controller/joint_trajectory', 10)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = Spinner(self.node, context=self.context)
 
     def _diagnostic(self, msg):
         for status in msg.status:
@@ -196,7 +192,7 @@ class Probe:
                                  time_from_start=end)]))
 
     def close(self):
-        self.executor.shutdown(timeout_sec=1.0)
+        self.spinner.close()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
 
