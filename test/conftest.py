@@ -49,11 +49,12 @@ class Processes:
         self.tmp_path = tmp_path
         self.procs = []
 
-    def start(self, args, name=None):
+    def start(self, args, name=None, env=None):
+        """Start `args` with this environment plus `env`, its output into a log file."""
         name = name or Path(args[0]).name
         log = open(self.tmp_path / f'{name}-{len(self.procs)}.log', 'w+')
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
-                                start_new_session=True)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, **(env or {})), start_new_session=True)
         proc.log = log
         self.procs.append(proc)
         return proc

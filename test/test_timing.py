@@ -208,10 +208,21 @@ def start_arm(processes, *sim_parameters):
     sim = processes.start([console_script('rnea-sim'), '--ros-args',
                            *[a for p in sim_parameters for a in ('-p', p)]])
     # state_timeout 0.5 s: a simulator stalled for 0.1 s by a loaded host would rightly make
-    # the controller drop its trajectory (stale), which these tests do not check
+    # the controller drop its trajectory (stale), which these tests do not check.
+    # NUMBA_DEBUG_CACHE: numba prints each compiled function it loads from its disk cache or
+    # compiles and saves, so the log shows whether any of that happens in a tick
     controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
-                                  '0', '--ros-args', '-p', 'state_timeout:=0.5'])
+                                  '0', '--ros-args', '-p', 'state_timeout:=0.5'],
+                                 env={'NUMBA_DEBUG_CACHE': '1', 'PYTHONUNBUFFERED': '1'})
     return sim, controller
+
+
+def compiled_while_active(output):
+    """numba's cache lines logged after the node went active: compiles (or cache loads) in the
+    loop, which stall a tick (a cold compile of the prediction took ~0.36 s)."""
+    active = output.find(']: active')
+    assert active >= 0 and '[cache]' in output[:active], output[-3000:]  # the debug output works
+    return [line for line in output[active:].splitlines() if line.startswith('[cache]')]
 
 
 @pytest.mark.integration
@@ -230,6 +241,8 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
     assert 'joint velocities: estimated from positions' in processes.output(controller)
     assert wait_for(lambda: probe.diagnostics and
                     probe.diagnostics[-1]['velocity source'] == 'estimated', 5.0)
+    # tracking with latency compensation and velocity estimation compiled nothing in the loop
+    assert compiled_while_active(processes.output(controller)) == []
 
 
 @pytest.mark.integration

@@ -224,6 +224,8 @@ class LoopTiming:
         self.lag = 0.0  # of the velocity in use [s]
         self.stamp_ns = 0  # of the newest state [ns]
         self.unstamped = 0  # states whose stamp was zero or more than 1 s from their arrival
+        zeros = np.zeros(n)  # compile (or load the cache) now: a tick must not wait for numba
+        predict(zeros, zeros, zeros, 0.0, out=np.empty((2, n)))
 
     def on_state(self, q: np.ndarray, qd: np.ndarray, stamp_ns: int, arrival_ns: int,
                  tick_clock: float) -> np.ndarray:
