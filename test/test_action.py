@@ -22,11 +22,11 @@ from rclpy.action import ActionClient
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
-from spinning import Spinner
 from state_feeder import StateFeeder
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller.ros.realtime import BackgroundSpinner
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ class Client:
                                       10)
         self.topic = self.node.create_publisher(JointTrajectory,
                                                 '/rnea_controller/joint_trajectory', 10)
-        self.spinner = Spinner(self.node, context=context)
+        self.spinner = BackgroundSpinner(self.node, 'test client', 'events', 0.05)
 
     def _keep(self, store):
         def keep(msg):
@@ -110,7 +110,7 @@ class Client:
         return future.result()
 
     def close(self):
-        self.spinner.close()
+        self.spinner.stop()
         self.action.destroy()
         self.node.destroy_node()
 

@@ -25,12 +25,12 @@ import rclpy
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
-from spinning import Spinner
 from state_feeder import StateFeeder
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller.ros.realtime import BackgroundSpinner
 
 pytestmark = pytest.mark.integration
 
@@ -98,11 +98,11 @@ class Client:
             WrenchStamped, '/rnea_controller/external_wrench', 10)
         self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
         self.feeder = StateFeeder()
-        self.spinner = Spinner(self.node)
+        self.spinner = BackgroundSpinner(self.node, 'test client', 'events', 0.05)
 
     def close(self):
         self.feeder.close()
-        self.spinner.close()
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.shutdown()
 
@@ -537,11 +537,11 @@ def stand_in_effort_controller(client, namespace, joints):
     effort = rclpy.create_node('effort_controller', namespace=namespace)
     if joints is not None:
         effort.declare_parameter('joints', joints)
-    spinner = Spinner(effort)
+    spinner = BackgroundSpinner(effort, 'test client', 'events', 0.05)
     try:
         yield effort
     finally:
-        spinner.close()
+        spinner.stop()
         effort.destroy_node()
 
 

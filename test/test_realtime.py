@@ -51,14 +51,15 @@ def test_rclpy_timers_run_the_wrapped_method(make_executor):
         rclpy.shutdown(context=context)
 
 
-def test_background_spinner_runs_callbacks_and_stops():
+@pytest.mark.parametrize('kind', ['single', 'events'])
+def test_background_spinner_runs_callbacks_and_stops(kind):
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
         node = rclpy.create_node('spinner_test', context=context)
         counter = Counter()
         node.create_timer(0.002, realtime.timer_callback(counter.tick))
-        spinner = realtime.BackgroundSpinner(node, 'spinner_test')
+        spinner = realtime.BackgroundSpinner(node, 'spinner_test', kind)
         assert counter.done.wait(10.0)
         spinner.stop(timeout=10.0)
         assert not spinner._thread.is_alive()

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import rclpy
 from sensor_msgs.msg import JointState
-from spinning import Spinner
 from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.errors import TrajectoryError
+from rnea_controller.ros.realtime import BackgroundSpinner
 from rnea_controller.sim.node import HOME
 from rnea_controller.tools.send_trajectory import (
     _demo_profile,
@@ -120,9 +120,9 @@ def listener():
     state = JointState(name=list(RobotModel.from_urdf_file(default_urdf_path()).joint_names),
                        position=list(HOME), velocity=[0.0] * 6)
     node.create_timer(0.01, lambda: states.publish(state))
-    spinner = Spinner(node, context=context)
+    spinner = BackgroundSpinner(node, 'test client', 'events', 0.05)
     yield received
-    spinner.close()
+    spinner.stop()
     node.destroy_node()
     rclpy.shutdown(context=context)
 
@@ -181,9 +181,9 @@ def lifecycle_controller():
     received = []
     node.create_subscription(JointTrajectory, 'rnea_controller/joint_trajectory',
                              received.append, 10)
-    spinner = Spinner(node, context=context)
+    spinner = BackgroundSpinner(node, 'test client', 'events', 0.05)
     yield node, received
-    spinner.close()
+    spinner.stop()
     node.destroy_node()
     rclpy.shutdown(context=context)
 

@@ -17,11 +17,11 @@ import rclpy
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from spinning import Spinner
 from std_msgs.msg import Float64MultiArray, String
 
 from rnea_controller import default_urdf_path
 from rnea_controller.errors import ParameterError
+from rnea_controller.ros.realtime import BackgroundSpinner
 from rnea_controller.sim.node import command_order, HOME, initial_positions, PARAMETERS, sim_config
 from rnea_controller.sim.plant import Plant
 
@@ -49,7 +49,7 @@ class Probe:
                                       self._keep(self.diagnostics), 10)
         self.commands = self.node.create_publisher(Float64MultiArray,
                                                    f'{ns}/effort_controller/commands', 10)
-        self.spinner = Spinner(self.node, context=self.context)
+        self.spinner = BackgroundSpinner(self.node, 'test client', 'events', 0.05)
 
     def _keep(self, store):
         def keep(msg):
@@ -77,7 +77,7 @@ class Probe:
         self.commands.publish(Float64MultiArray(data=[float(v) for v in values]))
 
     def close(self):
-        self.spinner.close()
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
 

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import rclpy
 from sensor_msgs.msg import JointState
-from spinning import Spinner
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.parameters import check, latency_setting, ParameterError
@@ -23,6 +22,7 @@ from rnea_controller.control.timing import (
     predict,
     VelocityEstimator,
 )
+from rnea_controller.ros.realtime import BackgroundSpinner
 
 
 def run_estimator(cutoff, h, omega, seconds=2.0, sigma=0.0, seed=0):
@@ -177,7 +177,7 @@ class Probe:
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._diagnostic, 10)
         self.trajectories = self.node.create_publisher(
             JointTrajectory, '/rnea_controller/joint_trajectory', 10)
-        self.spinner = Spinner(self.node, context=self.context)
+        self.spinner = BackgroundSpinner(self.node, 'test client', 'events', 0.05)
 
     def _diagnostic(self, msg):
         for status in msg.status:
@@ -192,7 +192,7 @@ class Probe:
                                  time_from_start=end)]))
 
     def close(self):
-        self.spinner.close()
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
 

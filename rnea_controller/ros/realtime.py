@@ -24,15 +24,16 @@ import rclpy
 import rclpy.executors
 
 STOP = []
-IDLE_WAIT = 1.0  # [s] longest sleep of a helper thread without work (stop wakes it at once)
+IDLE_WAIT = 1.0  # [s] longest sleep of a helper thread without work (and of its `stop`)
 
 
-def make_executor(kind):
+def make_executor(kind, context=None):
     """'events': rclpy.experimental.EventsExecutor (default); 'single': SingleThreadedExecutor."""
+    context = context or rclpy.get_default_context()
     if kind == 'events':
         from rclpy.experimental import EventsExecutor
-        return EventsExecutor()
-    return rclpy.executors.SingleThreadedExecutor()
+        return EventsExecutor(context=context)
+    return rclpy.executors.SingleThreadedExecutor(context=context)
 
 
 def _threads():
@@ -80,18 +81,26 @@ def set_realtime_priority(priority, threads=None):
 
 
 class BackgroundSpinner:
-    """A SingleThreadedExecutor for `node`, spun by a thread of its own (trajectory intake,
-    action server) with the default scheduler (a thread started from the real-time loop
-    thread would inherit SCHED_FIFO), until `stop`.
+    """An executor for `node` (`kind` as `make_executor`'s), spun by a thread of its own
+    (trajectory intake, action server, the bag recorder) with the default scheduler (a thread
+    started from the real-time loop thread would inherit SCHED_FIFO), until `stop`.
 
     The thread sleeps in the middleware's wait until work comes (no polling: each empty
-    spin_once of rclpy's executor costs ~1 ms of Python here). `stop` wakes it and ends it
-    first, and shuts the executor down after: rclpy's Executor.shutdown, called while another
-    thread spins, destroys the executor's guard condition under that thread's feet
-    (InvalidHandle in the spinning thread)."""
+    spin_once of rclpy's SingleThreadedExecutor costs ~1 ms of Python here). `stop` wakes it and
+    ends it first, and shuts the executor down after: rclpy's Executor.shutdown, called while
+    another thread spins, destroys the executor's guard condition under that thread's feet
+    (InvalidHandle in the spinning thread), and the EventsExecutor's C++ thread must be shut
+    down before its context. A wake does not end a spin_once of either executor (it waits on
+    until its timeout), so `stop` takes up to `idle_wait` [s].
 
-    def __init__(self, node, name):
-        self.executor = rclpy.executors.SingleThreadedExecutor(context=node.context)
+    Kilted's EventsExecutor takes a 1 kHz topic at a fraction of the SingleThreadedExecutor's
+    CPU (the tests' clients: 1,500-1,800 messages a second at 50-60 % of a core, against
+    300-460 at 60-100 %), but it never delivers to a callback that asks for the MessageInfo,
+    and its `spin()` in a thread of its own delivered nothing here: spin_once it is."""
+
+    def __init__(self, node, name, kind='single', idle_wait=IDLE_WAIT):
+        self.idle_wait = idle_wait
+        self.executor = make_executor(kind, node.context)
         self.executor.add_node(node)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
@@ -104,14 +113,16 @@ class BackgroundSpinner:
             pass
         try:
             while not self._stop.is_set() and self.executor.context.ok():
-                self.executor.spin_once(timeout_sec=IDLE_WAIT)
+                self.executor.spin_once(timeout_sec=self.idle_wait)
         except (rclpy.executors.ExternalShutdownException, rclpy.executors.ShutdownException):
             pass
 
-    def stop(self, timeout=1.0):
+    def stop(self, timeout=None):
+        """End the thread (within `idle_wait`; waits at most `timeout` [s], default
+        idle_wait + 1 s), then shut the executor down."""
         self._stop.set()
         self.executor.wake()
-        self._thread.join(timeout)
+        self._thread.join(self.idle_wait + 1.0 if timeout is None else timeout)
         self.executor.shutdown(0)
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 from rnea_controller.dynamics.model import default_urdf_path, RobotModel
@@ -104,10 +103,11 @@ class Monitor:
 
     def __init__(self, bag_path):
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
+
+        from rnea_controller.ros.realtime import BackgroundSpinner
         rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C ends the demo
         self.node = rclpy.create_node('rnea_demo')
         self.state = None
@@ -120,16 +120,7 @@ class Monitor:
         self.bag_path = bag_path
         self.ros2_bag = record_command(bag_path, list(DEFAULT_TOPICS))
         self.recorder = None if self.ros2_bag else BagRecorder(bag_path, start=False)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self):
-        try:
-            self.executor.spin()
-        except Exception:  # shutdown while spinning
-            pass
+        self.spinner = BackgroundSpinner(self.node, 'demo monitor')
 
     def _on_state(self, msg):
         self.state = msg
@@ -167,7 +158,7 @@ class Monitor:
         import rclpy
         if self.recorder:
             self.recorder.close()
-        self.executor.shutdown(timeout_sec=1.0)
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.try_shutdown()
 

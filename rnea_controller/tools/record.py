@@ -81,8 +81,9 @@ class BagRecorder:
 
     def __init__(self, path, topics=None, start=True, context=None):
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from rosbags.rosbag2 import StoragePlugin, Writer
+
+        from rnea_controller.ros.realtime import BackgroundSpinner
         self.path = Path(path)
         if self.path.exists():
             raise BagError(f'{self.path} exists already: rosbag2 writes a new directory')
@@ -97,10 +98,9 @@ class BagRecorder:
         self.lock = threading.Lock()
         self.connections = {topic: self._subscribe(topic, msgtype, newest_typestore())
                             for topic, msgtype in self.topics.items()}
-        self.executor = SingleThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, name='recorder', daemon=True)
-        self.thread.start()
+        # the SingleThreadedExecutor: Kilted's EventsExecutor does not call a callback that
+        # asks for the MessageInfo, and the DDS receive time is what a bag records
+        self.spinner = BackgroundSpinner(self.node, 'recorder')
 
     def _subscribe(self, topic, msgtype, typestore):
         """A raw subscription to `topic` and the bag connection of its resolved name."""
@@ -113,12 +113,6 @@ class BagRecorder:
             message_class(msgtype), topic, lambda data, info: self._on_message(topic, data, info),
             qos, raw=True)
         return self.writer.add_connection(subscription.topic_name, msgtype, typestore=typestore)
-
-    def _spin(self):
-        try:
-            self.executor.spin()
-        except Exception:  # the context shut down while spinning
-            pass
 
     def _on_message(self, topic, data, info):
         """Write one serialized message (or keep it, latched, before start).
@@ -145,10 +139,9 @@ class BagRecorder:
 
     def close(self):
         """Stop taking messages and finish the bag (MCAP summary and metadata.yaml)."""
-        if self.thread is not None:
-            self.executor.shutdown(timeout_sec=2.0)
-            self.thread.join(timeout=2.0)
-            self.thread = None
+        if self.spinner is not None:
+            self.spinner.stop(2.0)
+            self.spinner = None
             with self.lock:
                 self.recording = False
                 self.writer.close()
