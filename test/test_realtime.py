@@ -1,6 +1,7 @@
 """ros/realtime.py: the timer callback rclpy reads cheaply, and the helper threads' spinner."""
 import inspect
 import threading
+import time
 
 import pytest
 import rclpy
@@ -63,6 +64,23 @@ def test_background_spinner_runs_callbacks_and_stops(kind):
         assert counter.done.wait(10.0)
         spinner.stop(timeout=10.0)
         assert not spinner._thread.is_alive()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize('kind', ['single', 'events'])
+def test_stop_ends_an_idle_spinner_without_waiting_for_its_timeout(kind):
+    """A spinner with nothing to do sleeps in spin_once for `idle_wait`; stop must end it at
+    once (rclpy's Executor.wake does not: the node's deactivation waited on the sleep)."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('idle_spinner_test', context=context)
+        spinner = realtime.BackgroundSpinner(node, 'idle_spinner_test', kind, idle_wait=60.0)
+        time.sleep(0.2)  # the thread is asleep in its wait
+        spinner.stop(timeout=20.0)
+        assert not spinner._thread.is_alive(), 'stop waited for the 60 s idle wait'
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)

@@ -66,7 +66,7 @@ def test_messages_received_before_start_are_not_written_even_if_taken_after(tmp_
         for k in range(20):
             states.publish(JointState(name=['a'], position=[-1.0 - k]))
         time.sleep(0.3)
-        recorder._start_ns, recorder.recording = time.time_ns(), True  # start(), lock held
+        recorder.start()  # while the thread is held
     for k in range(5):
         states.publish(JointState(name=['a'], position=[float(k)]))
     assert wait_for(lambda: recorder.counts['/joint_states'] == 5, 5.0), recorder.counts

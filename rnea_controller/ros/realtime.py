@@ -24,7 +24,7 @@ import rclpy
 import rclpy.executors
 
 STOP = []
-IDLE_WAIT = 1.0  # [s] longest sleep of a helper thread without work (and of its `stop`)
+IDLE_WAIT = 1.0  # [s] longest sleep of a helper thread without work (`stop` ends it at once)
 
 
 def make_executor(kind, context=None):
@@ -86,12 +86,14 @@ class BackgroundSpinner:
     started from the real-time loop thread would inherit SCHED_FIFO), until `stop`.
 
     The thread sleeps in the middleware's wait until work comes (no polling: each empty
-    spin_once of rclpy's SingleThreadedExecutor costs ~1 ms of Python here). `stop` wakes it and
-    ends it first, and shuts the executor down after: rclpy's Executor.shutdown, called while
-    another thread spins, destroys the executor's guard condition under that thread's feet
+    spin_once of rclpy's SingleThreadedExecutor costs ~1 ms of Python here). `stop` ends it
+    first, and shuts the executor down after: rclpy's Executor.shutdown, called while another
+    thread spins, destroys the executor's guard condition under that thread's feet
     (InvalidHandle in the spinning thread), and the EventsExecutor's C++ thread must be shut
-    down before its context. A wake does not end a spin_once of either executor (it waits on
-    until its timeout), so `stop` takes up to `idle_wait` [s].
+    down before its context. `stop` ends a sleeping spin_once at once with an empty task
+    (`create_task`), which both executors run as work: `Executor.wake` does not (spin_once waits
+    on until its timeout; a deactivation waited up to a second), and the EventsExecutor refuses
+    a node with a guard condition.
 
     Kilted's EventsExecutor takes a 1 kHz topic at a fraction of the SingleThreadedExecutor's
     CPU (the tests' clients: 1,500-1,800 messages a second at 50-60 % of a core, against
@@ -118,12 +120,16 @@ class BackgroundSpinner:
             pass
 
     def stop(self, timeout=None):
-        """End the thread (within `idle_wait`; waits at most `timeout` [s], default
-        idle_wait + 1 s), then shut the executor down."""
+        """End the thread (at once, unless a callback is running; waits at most `timeout` [s],
+        default idle_wait + 1 s), then shut the executor down."""
         self._stop.set()
-        self.executor.wake()
+        self.executor.create_task(_nothing)
         self._thread.join(self.idle_wait + 1.0 if timeout is None else timeout)
         self.executor.shutdown(0)
+
+
+def _nothing():
+    """The task `stop` hands the executor: running it ends the spinner's spin_once."""
 
 
 def timer_callback(method):

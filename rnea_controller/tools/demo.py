@@ -120,7 +120,7 @@ class Monitor:
         self.bag_path = bag_path
         self.ros2_bag = record_command(bag_path, list(DEFAULT_TOPICS))
         self.recorder = None if self.ros2_bag else BagRecorder(bag_path, start=False)
-        self.spinner = BackgroundSpinner(self.node, 'demo monitor')
+        self.spinner = BackgroundSpinner(self.node, 'demo monitor', 'events')
 
     def _on_state(self, msg):
         self.state = msg

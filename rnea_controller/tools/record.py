@@ -2,10 +2,10 @@
 
 Where `ros2 bag` exists (rosbag2's ros2bag package), `ros2 bag record -s mcap` does it
 (`record_command`). Otherwise `BagRecorder` subscribes with rclpy *raw* subscriptions
-(`raw=True`: the callback gets the serialized CDR bytes untouched, and the MessageInfo with the
-DDS receive time) and writes them with the `rosbags` library's rosbag2 Writer (MCAP plugin, bag
-format version 9), declaring each topic's type with the message definition from rosbags' newest
-ROS 2 type store. Timestamps are receive times [ns], as rosbag2 records them.
+(`raw=True`: the callback gets the serialized CDR bytes untouched) and writes them with the
+`rosbags` library's rosbag2 Writer (MCAP plugin, bag format version 9), declaring each topic's
+type with the message definition from rosbags' newest ROS 2 type store. Timestamps [ns] are the
+times the recorder takes the messages (rosbag2's are the DDS receive times: see BagRecorder).
 
 Topic names are relative (but /diagnostics): `--ros-args -r __ns:=/arm1` records one arm's.
 An existing output folder is never overwritten: `fresh_path` picks `<name>-1`, `<name>-2`, ...
@@ -72,8 +72,13 @@ def record_command(path, topics):
 class BagRecorder:
     """Writes messages of `topics` {name: 'pkg/msg/Type'} to a new MCAP bag at `path`.
 
-    It owns a node (`rnea_record`, in the namespace of the context's --ros-args) spun by an
-    executor in a thread; each raw message is written with its DDS receive time. With
+    It owns a node (`rnea_record`, in the namespace of the context's --ros-args) spun by rclpy's
+    EventsExecutor in a thread. It takes 3 kHz of raw messages at about a quarter of a core; on
+    the SingleThreadedExecutor it needed a whole one, and in the demo on a loaded 2-core host it
+    lost a quarter to a third of the 1 kHz messages (the publishers keep only their last few)
+    and starved the controller and the simulator. Each message is written with the time this
+    thread takes it: rosbag2 writes the DDS receive time, which Kilted's EventsExecutor does not
+    pass (it fails on a MessageInfo callback). The validator reads header stamps. With
     `start=False` it writes nothing until `start()`, except that it keeps the newest message of
     each latched topic and writes it first when started. `close()` finishes the bag (it is
     unreadable before). Counts per topic (keys as given) in `counts`.
@@ -94,13 +99,10 @@ class BagRecorder:
         self.counts = dict.fromkeys(self.topics, 0)
         self.latched = {}
         self.recording = start
-        self._start_ns = 0  # [ns] DDS receive time from which messages are written
         self.lock = threading.Lock()
         self.connections = {topic: self._subscribe(topic, msgtype, newest_typestore())
                             for topic, msgtype in self.topics.items()}
-        # the SingleThreadedExecutor: Kilted's EventsExecutor does not call a callback that
-        # asks for the MessageInfo, and the DDS receive time is what a bag records
-        self.spinner = BackgroundSpinner(self.node, 'recorder')
+        self.spinner = BackgroundSpinner(self.node, 'recorder', 'events')
 
     def _subscribe(self, topic, msgtype, typestore):
         """A raw subscription to `topic` and the bag connection of its resolved name."""
@@ -110,28 +112,30 @@ class BagRecorder:
                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched
                          else DurabilityPolicy.VOLATILE)
         subscription = self.node.create_subscription(
-            message_class(msgtype), topic, lambda data, info: self._on_message(topic, data, info),
-            qos, raw=True)
+            message_class(msgtype), topic, lambda data: self._on_message(topic, data), qos,
+            raw=True)
         return self.writer.add_connection(subscription.topic_name, msgtype, typestore=typestore)
 
-    def _on_message(self, topic, data, info):
-        """Write one serialized message (or keep it, latched, before start).
-
-        What counts is when DDS received it, not when this thread takes it: a thread lagging
-        behind a 1 kHz topic still holds messages from before `start` in its queue."""
-        stamp = info.get('received_timestamp') or time.time_ns()
+    def _on_message(self, topic, data):
+        """Write one serialized message (or keep it, latched, before start)."""
+        stamp = time.time_ns()
         with self.lock:
-            if self.recording and (stamp >= self._start_ns or topic in LATCHED):
+            if self.recording:
                 self.writer.write(self.connections[topic], stamp, data)
                 self.counts[topic] += 1
             elif topic in LATCHED:
                 self.latched[topic] = data
 
     def start(self):
-        """Start writing (after `start=False`), first the latched messages kept so far; what
-        DDS received before now is not written."""
+        """Start writing (after `start=False`): first the latched messages kept so far, then
+        every message received from now on, none received before, even if this thread takes
+        it later (a thread lagging a 1 kHz topic holds a backlog). The switch is a task queued
+        in the executor behind the messages already received, and the EventsExecutor runs its
+        queue in order."""
+        self.spinner.executor.create_task(self._begin)
+
+    def _begin(self):
         with self.lock:
-            self._start_ns = time.time_ns()
             for topic, data in self.latched.items():
                 self.writer.write(self.connections[topic], time.time_ns(), data)
                 self.counts[topic] += 1
