@@ -19,6 +19,8 @@ still waiting for the reference after them (at most `max_pending`), not the run.
 """
 import numpy as np
 
+from rnea_controller.analysis.metrics import StampedSamples
+
 NS = 1e-9
 
 
@@ -38,34 +40,31 @@ class DelayStats:
         self.sse = np.zeros((count, m))
         self.count = 0
         self.period_ns = None
-        self._ref_t = np.zeros(0, np.int64)
-        self._ref_q = np.zeros((0, m))
-        self._js_t = np.zeros(0, np.int64)
-        self._js_q = np.zeros((0, m))
+        self._ref = StampedSamples(m)
+        self._js = StampedSamples(m)
 
     def update(self, ref_stamps=None, q_d=None, js_stamps=None, q=None):
         """Feed new reference samples q_d (N, m) and joint states q (K, m) [rad], stamps [ns]."""
         if ref_stamps is not None and len(ref_stamps):
-            self._ref_t, self._ref_q = _append(self._ref_t, self._ref_q, ref_stamps, q_d)
-            if self.period_ns is None and len(self._ref_t) > 2:
-                self.period_ns = float(np.median(np.diff(self._ref_t)))
+            self._ref.add(ref_stamps, q_d)
+            if self.period_ns is None and len(self._ref) > 2:
+                self.period_ns = float(np.median(np.diff(self._ref.t)))
         if js_stamps is not None and len(js_stamps):
-            self._js_t, self._js_q = _append(self._js_t, self._js_q, js_stamps, q)
-        if self.period_ns is None or not len(self._js_t):
+            self._js.add(js_stamps, q)
+        if self.period_ns is None or not len(self._js):
             return
-        ready = self._js_t - self.taus_ns[0] <= self._ref_t[-1]  # every t - τ is covered
-        t, q = self._js_t[ready], self._js_q[ready]
+        ready = self._js.t - self.taus_ns[0] <= self._ref.t[-1]  # every t - τ is covered
+        t, q = self._js.t[ready], self._js.x[ready]
         for start in range(0, len(t), self.block):
             self._add(t[start:start + self.block], q[start:start + self.block])
-        self._js_t, self._js_q = self._js_t[~ready][-self.max_pending:], self._js_q[~ready][
-            -self.max_pending:]  # a reference that stopped: not kept for ever
-        oldest = (self._js_t[0] if len(self._js_t) else self._ref_t[-1]) - self.taus_ns[-1]
-        keep = max(0, int(np.searchsorted(self._ref_t, oldest)) - 1)
-        self._ref_t, self._ref_q = self._ref_t[keep:], self._ref_q[keep:]
+        # the states still waiting, at most max_pending (a reference that stopped: not for ever)
+        self._js.keep(np.flatnonzero(~ready)[-self.max_pending:])
+        oldest = (self._js.t[0] if len(self._js) else self._ref.t[-1]) - self.taus_ns[-1]
+        self._ref.keep(slice(max(0, int(np.searchsorted(self._ref.t, oldest)) - 1), None))
 
     def _add(self, t, q):
         """Accumulate the squared differences for the joint states (t, q) at every τ."""
-        ref_t = self._ref_t
+        ref_t = self._ref.t
         if len(ref_t) < 2:
             return
         x = t[:, None] - self.taus_ns[None, :]
@@ -73,8 +72,8 @@ class DelayStats:
         interval = ref_t[k] - ref_t[k - 1]
         inside = (x >= ref_t[0]) & (x <= ref_t[-1]) & (interval <= self.factor * self.period_ns)
         w = ((x - ref_t[k - 1]) / np.maximum(interval, 1))[..., None]
-        before = self._ref_q[k - 1]
-        e = q[:, None, :] - before - w * (self._ref_q[k] - before)
+        before = self._ref.x[k - 1]
+        e = q[:, None, :] - before - w * (self._ref.x[k] - before)
         ok = inside.all(axis=1) & np.isfinite(e).all(axis=(1, 2))
         self.sse += np.einsum('ngj,ngj->gj', e[ok], e[ok])
         self.count += int(ok.sum())
@@ -96,16 +95,6 @@ class DelayStats:
                 'rms_curve_overall': np.sqrt(self.sse.sum(axis=1) / max(
                     self.count * len(self.names), 1)).tolist(),
                 'overall': overall, 'joints': joints}
-
-
-def _append(t, x, t_new, x_new):
-    """Concatenate and keep in time order (stable)."""
-    t = np.concatenate([t, np.asarray(t_new, np.int64)])
-    x = np.vstack([x, x_new])
-    if np.all(t[1:] >= t[:-1]):
-        return t, x
-    order = np.argsort(t, kind='stable')
-    return t[order], x[order]
 
 
 def _minimum(taus, sse, count):

@@ -206,12 +206,29 @@ class TimingStats:
                 for d, s in self._candidates if d >= self.gap_factor * T]
 
 
-def _sorted(t, x):
-    """(t, x) ordered by t (stable), untouched when already in order."""
-    if np.all(t[1:] >= t[:-1]):
-        return t, x
-    order = np.argsort(t, kind='stable')
-    return t[order], x[order]
+class StampedSamples:
+    """The tail of a stream being fed: samples x (N, m) at stamps t (N,) [ns], in time order
+    (stable), whatever order they come in. The owner drops what it has used with `keep`."""
+
+    def __init__(self, m: int) -> None:
+        self.t = np.zeros(0, np.int64)
+        self.x = np.zeros((0, m))
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def add(self, t: np.ndarray, x: np.ndarray) -> None:
+        """Append samples x (K, m) at stamps t (K,) [ns]."""
+        t = np.concatenate([self.t, np.asarray(t, np.int64)])
+        x = np.vstack([self.x, x])
+        if not np.all(t[1:] >= t[:-1]):
+            order = np.argsort(t, kind='stable')
+            t, x = t[order], x[order]
+        self.t, self.x = t, x
+
+    def keep(self, index: np.ndarray | slice) -> None:
+        """Keep the samples at `index` (a mask, indices or a slice), drop the rest."""
+        self.t, self.x = self.t[index], self.x[index]
 
 
 class TrackingStats:
@@ -235,29 +252,24 @@ class TrackingStats:
         self.desired = Envelope(m, max_points)  # q_d and q themselves, for the position plot
         self.measured = Envelope(m, max_points)
         self.unaligned = 0
-        self._js_t = np.zeros(0, np.int64)
-        self._js_q = np.zeros((0, m))
-        self._ref_t = np.zeros(0, np.int64)
-        self._ref_q = np.zeros((0, m))
+        self._js = StampedSamples(m)
+        self._ref = StampedSamples(m)
 
     def update(self, ref_stamps=None, q_d=None, js_stamps=None, q=None):
         """Feed any new reference samples (q_d (N, m)) and joint states (q (K, m)) [rad]."""
         if js_stamps is not None and len(js_stamps):
-            self._js_t, self._js_q = _sorted(np.concatenate([self._js_t, js_stamps]),
-                                             np.vstack([self._js_q, q]))
+            self._js.add(js_stamps, q)
         if ref_stamps is not None and len(ref_stamps):
-            self._ref_t, self._ref_q = _sorted(np.concatenate([self._ref_t, ref_stamps]),
-                                               np.vstack([self._ref_q, q_d]))
-        if len(self._js_t) < 2 or not len(self._ref_t):
+            self._ref.add(ref_stamps, q_d)
+        if len(self._js) < 2 or not len(self._ref):
             return
-        ready = self._ref_t <= self._js_t[-1]
-        self._compare(self._ref_t[ready], self._ref_q[ready])
-        self._ref_t, self._ref_q = self._ref_t[~ready], self._ref_q[~ready]
-        keep = max(0, len(self._js_t) - 2)
-        self._js_t, self._js_q = self._js_t[keep:], self._js_q[keep:]
+        ready = self._ref.t <= self._js.t[-1]
+        self._compare(self._ref.t[ready], self._ref.x[ready])
+        self._ref.keep(~ready)
+        self._js.keep(slice(max(0, len(self._js) - 2), None))
 
     def _compare(self, t, q_d):
-        js_t = self._js_t
+        js_t = self._js.t
         k = np.searchsorted(js_t, t, side='right')
         inside = (k > 0) & (k < len(js_t)) | (t == js_t[-1])
         k = np.clip(k, 1, len(js_t) - 1)
@@ -270,7 +282,7 @@ class TrackingStats:
         if not len(t):
             return
         w = ((t - js_t[k - 1]) / np.maximum(js_t[k] - js_t[k - 1], 1))[:, None]
-        q = (1 - w) * self._js_q[k - 1] + w * self._js_q[k]
+        q = (1 - w) * self._js.x[k - 1] + w * self._js.x[k]
         t = (t - self.t0_ns) * NS
         self.desired.add(t, q_d)
         self.measured.add(t, q)
@@ -297,7 +309,7 @@ class TrackingStats:
                          'max': float(self.max_abs[j]) if self.count[j] else float('nan'),
                          'p99': float(p99[j]), 'max_at_s': float(self.max_at[j]),
                          'samples': int(self.count[j])} for j, name in enumerate(self.names)}
-        return {'joints': joints, 'unaligned': self.unaligned + len(self._ref_t)}
+        return {'joints': joints, 'unaligned': self.unaligned + len(self._ref)}
 
 
 class SaturationStats:
