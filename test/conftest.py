@@ -104,3 +104,12 @@ def wait_for(predicate, timeout, period=0.01, spin=None):
             return True
         time.sleep(period)
     return predicate()
+
+
+def flatten(tree, prefix=''):
+    """A ROS parameters YAML's nested dict as (dotted name, value) pairs, as ROS reads it."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from flatten(value, f'{prefix}{key}.')
+        else:
+            yield f'{prefix}{key}', value

@@ -9,7 +9,7 @@ from pathlib import Path
 import re
 import shutil
 
-from conftest import console_script, REPO, wait_for
+from conftest import console_script, flatten, REPO, wait_for
 import pytest
 import yaml
 
@@ -117,14 +117,6 @@ def test_realtime_priority_below_controller_manager():
     assert 0 < priority < 50
 
 
-def flatten(tree, prefix=''):
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            yield from flatten(value, f'{prefix}{key}.')
-        else:
-            yield f'{prefix}{key}', value
-
-
 def test_the_config_has_every_parameter_each_with_a_comment_and_is_valid():
     text = CONFIG.read_text()
     values = dict(flatten(yaml.safe_load(text)['/**']['ros__parameters']))
@@ -183,8 +175,10 @@ def test_one_arm_under_a_namespace_started_directly(processes):
                      'rnea_controller/reference'):
             assert f'{ns}/{name}' in topics, (name, sorted(topics))
             assert f'/{name}' not in topics, (name, sorted(topics))
-        nodes = set(node.get_node_names_and_namespaces())
-        assert ('rnea_controller', ns) in nodes and ('rnea_sim', ns) in nodes, nodes
+        # node names come by a discovery topic of their own, later than the topics' endpoints
+        names = lambda: set(node.get_node_names_and_namespaces())  # noqa: E731
+        assert wait_for(lambda: {('rnea_controller', ns), ('rnea_sim', ns)} <= names(), 10.0,
+                        spin=spin), names()
         services = {name for name, _ in node.get_service_names_and_types()}
         assert f'{ns}/rnea_controller/get_state' in services
     finally:

@@ -9,7 +9,7 @@ fr3_jointN: same torque limits 87/12 N·m, not the same kinematics or position l
 from pathlib import Path
 import re
 
-from conftest import REPO, robot_data_urdf
+from conftest import flatten, REPO, robot_data_urdf
 import pytest
 import yaml
 
@@ -30,14 +30,6 @@ URDFS = {
     'arm': (None, None, None),
 }
 NAMES = ('fr3', 'ur5e', 'gen3', 'xarm7', 'arm')
-
-
-def flatten(tree, prefix=''):
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            yield from flatten(value, f'{prefix}{key}.')
-        else:
-            yield f'{prefix}{key}', value
 
 
 def load(name):

@@ -5,6 +5,7 @@ namespace and renamed as a launch file does; `stream`, as a 500 Hz positions-onl
 jitter and a command watchdog. The tests run in file order and each sets up the state it
 checks. Oracle: Pinocchio's gravity torques must hold the MuJoCo arm still.
 """
+import contextlib
 import subprocess
 import threading
 import time
@@ -82,23 +83,26 @@ class Probe:
         rclpy.shutdown(context=self.context)
 
 
-def start_sim(tmp_path_factory, ns, *ros_args):
+@contextlib.contextmanager
+def running_sim(tmp_path_factory, ns, *ros_args):
+    """(probe, processes, proc): a simulator in namespace `ns` once it publishes; stopped after."""
     processes = Processes(tmp_path_factory.mktemp('sim'))
     proc = processes.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={ns}',
                             *ros_args])
-    return processes, proc, Probe(ns)
-
-
-@pytest.fixture(scope='module')
-def sim(tmp_path_factory):
-    """Defaults, in namespace NS, renamed `arm_sim` as launch_ros's `name=` does."""
-    processes, proc, probe = start_sim(tmp_path_factory, NS, '-r', '__node:=arm_sim')
+    probe = Probe(ns)
     try:
         assert wait_for(lambda: probe.latest() is not None, 20.0), processes.output(proc)
         yield probe, processes, proc
     finally:
         probe.close()
         processes.close()
+
+
+@pytest.fixture(scope='module')
+def sim(tmp_path_factory):
+    """Defaults, in namespace NS, renamed `arm_sim` as launch_ros's `name=` does."""
+    with running_sim(tmp_path_factory, NS, '-r', '__node:=arm_sim') as running:
+        yield running
 
 
 def gravity(q):
@@ -207,15 +211,10 @@ def test_its_effort_controller_node_lists_the_command_order_as_ros2_control_does
 @pytest.fixture(scope='module')
 def stream(tmp_path_factory):
     """A 500 Hz positions-only driver with 0.3 ms jitter and a command watchdog."""
-    processes, proc, probe = start_sim(
-        tmp_path_factory, '/arm_s', '-p', 'publish_rate:=500.0', '-p', 'publish_jitter:=0.0003',
-        '-p', 'publish_velocity:=false', '-p', f'command_timeout:={TIMEOUT}')
-    try:
-        assert wait_for(lambda: probe.latest() is not None, 20.0), processes.output(proc)
-        yield probe, processes, proc
-    finally:
-        probe.close()
-        processes.close()
+    with running_sim(tmp_path_factory, '/arm_s', '-p', 'publish_rate:=500.0',
+                     '-p', 'publish_jitter:=0.0003', '-p', 'publish_velocity:=false',
+                     '-p', f'command_timeout:={TIMEOUT}') as running:
+        yield running
 
 
 @pytest.mark.integration
