@@ -218,3 +218,31 @@ def test_an_arm_that_does_not_follow_cannot_pass(tmp_path, model):
     assert len(result.failures) == model.n
     assert all('the arm does not follow the reference: it moves 0 mrad' in f
                for f in result.failures)
+
+
+def test_joint_states_recorded_before_the_controller_ran_are_left_out(tmp_path, model):
+    """A recording started 2 s before the controller: the arm on its brakes (zero effort, the
+    stream stalling as processes start). The payload fit must not read those states as a
+    negative payload, and their stalls are not the run's stale periods."""
+    run = make_run(default_urdf_path(), model.joint_names, model.effort_limits, duration=2.0,
+                   payload=2.0)
+    before = np.arange(-2000, 0) * 1_000_000 + run.stamps[0]  # 1 kHz, 2 s before
+    before = before[(before < run.stamps[0] - 1_200_000_000)  # a 200 ms stall in them
+                    | (before >= run.stamps[0] - 1_000_000_000)]
+    braked = np.repeat(run.q[:1], len(before), axis=0)
+    n = len(before)
+    states = JointStateSeries(np.concatenate([before, run.stamps]), run.names,
+                              np.vstack([braked, run.q]),
+                              np.vstack([np.zeros_like(braked), run.qd]),
+                              np.vstack([np.zeros_like(braked), run.tau]))
+    reference = JointStateSeries(run.stamps, run.names, run.q_d, run.qd_d, run.tau)
+    bag = write_bag(tmp_path / 'late_start', joint_states=states, reference=reference,
+                    commands=ArraySeries(run.stamps + 200_000, run.commands),
+                    robot_description=default_urdf_path().read_text())
+    result = validate_bag(bag, tmp_path / 'out', progress=False, plots=False)
+    report = result.report
+    assert report['joint_states']['before_run'] == n
+    assert report['residual']['payload_kg'] == pytest.approx(2.0, rel=0.05)
+    assert report['joint_states']['gap_count'] == 0, report['joint_states']['gaps']
+    assert report['joint_states']['count'] == len(run.stamps)
+    assert f'{n} joint states recorded before the controller' in result.table()

@@ -126,6 +126,12 @@ class BagReader:
                                f'{str(self.path)!r}: {_describe(err)}') from None
         return None
 
+    def first_time(self, topic):
+        """The bag time [ns] of the first message of `topic`, or None."""
+        for _, time_ns, _ in self._messages({topic}):
+            return time_ns
+        return None
+
     def stream(self, specs, chunk_size=20000, progress=None):
         """Yield (topic, chunk) for the topics in `specs`, chunk by chunk, in time order.
 

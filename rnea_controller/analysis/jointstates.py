@@ -47,11 +47,16 @@ class JointStates:
         n = len(recv)
         return cls(recv.copy(), recv, *(np.full((n, m), np.nan) for _ in FIELDS))
 
+    def rows(self, keep):
+        """The rows where `keep` is True (the same malformed count)."""
+        return JointStates(self.stamps[keep], self.recv[keep], self.position[keep],
+                           self.velocity[keep], self.effort[keep], self.malformed)
+
     def select(self, keep):
         """The rows where `keep` is True; the others counted as malformed."""
-        return JointStates(self.stamps[keep], self.recv[keep], self.position[keep],
-                           self.velocity[keep], self.effort[keep],
-                           self.malformed + int(len(keep) - np.sum(keep)))
+        chosen = self.rows(keep)
+        chosen.malformed += int(len(keep) - np.sum(keep))
+        return chosen
 
 
 def decode_joint_states(raws, recv, names, deserialize):

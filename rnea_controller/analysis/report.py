@@ -125,6 +125,10 @@ def _summary_lines(report, failures):
     over = sum(s['over_limit'] for s in sat['joints'].values())
     lines = _timing_lines('loop (reference stamps)', report['loop'], 'gap')
     lines += _timing_lines('joint states', report['joint_states'], 'stale period')
+    if report['joint_states'].get('before_run'):
+        lines.append(f"  {report['joint_states']['before_run']} joint states recorded before "
+                     "the controller's first reference: left out of the timing, the residual and "
+                     'the identification')
     malformed = ', '.join(f'{k} {v}' for k, v in report['malformed'].items() if v) or 'none'
     lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
                  f'malformed messages: {malformed}')

@@ -134,8 +134,10 @@ def check_joints(bag, topics, model):
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
-    def __init__(self, model, names, t0, payload_link, identify_width=None):
+    def __init__(self, model, names, t0, payload_link, identify_width=None, run_start=None):
         self.model, self.names = model, names
+        self.run_start = run_start  # bag time [ns] of the controller's first reference
+        self.before_run = 0  # joint states recorded before it
         self.identification = None if identify_width is None else Identification(
             model, payload_link, identify_width)
         self.columns = [model.joint_index(n) for n in names]
@@ -158,10 +160,11 @@ class _Analysis:
         self.malformed[key] += chunk.malformed
         if key == 'joint_states':
             q = chunk.position[:, self.columns]
+            self.tracking.update(js_stamps=chunk.stamps, q=q)  # these two pair the states with
+            self.delay.update(js_stamps=chunk.stamps, q=q)  # the references by their stamps
+            chunk = self._in_run(chunk)
             self.states.update(chunk.stamps)
-            self.tracking.update(js_stamps=chunk.stamps, q=q)
-            self.delay.update(js_stamps=chunk.stamps, q=q)
-            self.measured_range.update(q)
+            self.measured_range.update(chunk.position[:, self.columns])
             self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
             if self.identification is not None:
                 self.identification.update(chunk.stamps, chunk.position, chunk.velocity,
@@ -174,11 +177,27 @@ class _Analysis:
         else:
             self.saturation.update(chunk.recv, chunk.data)
 
+    def _in_run(self, chunk):
+        """The joint states recorded once the controller ran (from its first reference on).
+
+        A bag started before the controller holds states of an arm nobody commanded yet (on its
+        brakes, reporting zero effort: the payload fit read them as a negative payload), and
+        the start-up's stalls; they are counted, and left out of everything but the tracking
+        and the delay, which pair states with references by their stamps."""
+        if self.run_start is None:
+            return chunk
+        in_run = chunk.recv >= self.run_start
+        if in_run.all():
+            return chunk
+        self.before_run += int(len(in_run) - np.sum(in_run))
+        return chunk.rows(in_run)
+
     def report(self):
         delay = self.delay.result()
         identified = {} if self.identification is None else {
             'identification': self.identification.result()}
-        return {**identified, 'loop': self.loop.result(), 'joint_states': self.states.result(),
+        return {**identified, 'loop': self.loop.result(),
+                'joint_states': {**self.states.result(), 'before_run': self.before_run},
                 'tracking': self.tracking.result(), 'saturation': self.saturation.result(),
                 'residual': self.residual.result(), 'malformed': self.malformed,
                 'diagnostics': self.diagnostics.result(), 'delay': delay,
@@ -241,7 +260,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
         analysis = _Analysis(model, names, t0, payload_link,
-                             friction_velocity_width if identify else None)
+                             friction_velocity_width if identify else None,
+                             bag.first_time(topics['reference']))
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         report = _summary(bag, topics, model, source, names, analysis)
     failures = check_thresholds(report, thresholds or {})
