@@ -118,19 +118,18 @@ class BagReader:
 
     def first(self, topic):
         """The first message of `topic`, deserialized, or None."""
-        for conn, _, raw in self._messages({topic}):
+        return self.first_stamped(topic)[1]
+
+    def first_stamped(self, topic):
+        """(bag time [ns], message deserialized) of the first message of `topic`, or
+        (None, None)."""
+        for conn, time_ns, raw in self._messages({topic}):
             try:
-                return self.deserialize(raw, conn.msgtype)
+                return time_ns, self.deserialize(raw, conn.msgtype)
             except Exception as err:  # noqa: BLE001 - reported as a bag error
                 raise BagError(f'cannot decode the first message of {topic!r} in '
                                f'{str(self.path)!r}: {_describe(err)}') from None
-        return None
-
-    def first_time(self, topic):
-        """The bag time [ns] of the first message of `topic`, or None."""
-        for _, time_ns, _ in self._messages({topic}):
-            return time_ns
-        return None
+        return None, None
 
     def stream(self, specs, chunk_size=20000, progress=None):
         """Yield (topic, chunk) for the topics in `specs`, chunk by chunk, in time order.

@@ -127,8 +127,8 @@ def _summary_lines(report, failures):
     lines += _timing_lines('joint states', report['joint_states'], 'stale period')
     if report['joint_states'].get('before_run'):
         lines.append(f"  {report['joint_states']['before_run']} joint states recorded before "
-                     "the controller's first reference: left out of the timing, the residual and "
-                     'the identification')
+                     "the controller's first reference: left out of the state timing, the ranges, "
+                     'the residual and the identification')
     malformed = ', '.join(f'{k} {v}' for k, v in report['malformed'].items() if v) or 'none'
     lines.append(f"commands: {sat['commands']}, non-finite {bad}, beyond a limit {over}; "
                  f'malformed messages: {malformed}')

@@ -107,7 +107,8 @@ def load_model(bag, topics, urdf_path, locked_joints=None):
 
 
 def check_joints(bag, topics, model):
-    """(reference joint names, first reference stamp [ns]) after checking names against model."""
+    """(reference joint names, first reference stamp [ns], its bag time [ns]) after checking
+    names against model."""
     for key, msgtype in (('joint_states', bagio.JOINT_STATE), ('reference', bagio.JOINT_STATE),
                          ('commands', bagio.FLOAT64_ARRAY)):
         bag.require(topics[key], msgtype)
@@ -116,7 +117,7 @@ def check_joints(bag, topics, model):
     if missing:
         raise BagError(f'the URDF does not match the bag: model joints {missing} are not in '
                        f'{topics["joint_states"]} (it has {state_names})')
-    ref = bag.first(topics['reference'])
+    run_start, ref = bag.first_stamped(topics['reference'])
     names = tuple(ref.name)
     unknown = [n for n in names if n not in model.joint_names]
     if unknown or not names:
@@ -128,13 +129,13 @@ def check_joints(bag, topics, model):
         raise BagError(f'{topics["commands"]} carries {width} values but '
                        f'{topics["reference"]} names {len(names)} joints {list(names)}')
     stamp = ref.header.stamp.sec * 1_000_000_000 + ref.header.stamp.nanosec
-    return names, stamp or bag.start_ns
+    return names, stamp or bag.start_ns, run_start
 
 
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
-    def __init__(self, model, names, t0, payload_link, identify_width=None, run_start=None):
+    def __init__(self, model, names, t0, run_start, payload_link, identify_width=None):
         self.model, self.names = model, names
         self.run_start = run_start  # bag time [ns] of the controller's first reference
         self.before_run = 0  # joint states recorded before it
@@ -184,8 +185,6 @@ class _Analysis:
         brakes, reporting zero effort: the payload fit read them as a negative payload), and
         the start-up's stalls; they are counted, and left out of everything but the tracking
         and the delay, which pair states with references by their stamps."""
-        if self.run_start is None:
-            return chunk
         in_run = chunk.recv >= self.run_start
         if in_run.all():
             return chunk
@@ -256,12 +255,11 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     with bagio.BagReader(bag_path) as bag:
         bag.require_messages()
         model, source = load_model(bag, topics, urdf_path, locked_joints)
-        names, t0 = check_joints(bag, topics, model)
+        names, t0, run_start = check_joints(bag, topics, model)
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
-        analysis = _Analysis(model, names, t0, payload_link,
-                             friction_velocity_width if identify else None,
-                             bag.first_time(topics['reference']))
+        analysis = _Analysis(model, names, t0, run_start, payload_link,
+                             friction_velocity_width if identify else None)
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         report = _summary(bag, topics, model, source, names, analysis)
     failures = check_thresholds(report, thresholds or {})
