@@ -14,6 +14,7 @@ from rnea_controller.dynamics.rnea import (
 from rnea_controller.errors import (
     BagError,
     DescriptionError,
+    DescriptionWarning,
     DhError,
     DimensionError,
     ModelError,
@@ -26,6 +27,7 @@ from rnea_controller.errors import (
 __all__ = [
     'BagError',
     'DescriptionError',
+    'DescriptionWarning',
     'DhError',
     'DimensionError',
     'ModelError',

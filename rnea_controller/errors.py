@@ -26,6 +26,11 @@ class DhError(DescriptionError):
     """The Denavit-Hartenberg table cannot be turned into a model; the message names the row."""
 
 
+class DescriptionWarning(UserWarning):
+    """A robot description loads, but part of it is implausible: an inertia that no rigid body
+    has (triangle inequality), or an impossible one on a link that never moves."""
+
+
 class ModelError(RneaControllerError, ValueError):
     """A request on a model is invalid: unknown link or joint, bad payload."""
 

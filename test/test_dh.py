@@ -16,7 +16,7 @@ from rnea_controller.dynamics.dh import rot, trans, X_AXIS, Z_AXIS
 # Seed 002's 2-DOF planar arm: link lengths 0.6 and 0.5 m, masses 1.0 and 0.8 kg, centres of
 # mass at mid-length, I_zz 0.05 and 0.03 kg·m² about the centre of mass. Each link is a slender
 # rod along its x axis (I_xx = 0, I_yy = I_zz): the textbook needs only I_zz, and a link with
-# I_zz alone breaks the triangle inequality of the principal moments, which the model refuses.
+# I_zz alone breaks the triangle inequality of the principal moments, which the model warns of.
 L1, L2, LC1, LC2, M1, M2, I1, I2 = 0.6, 0.5, 0.3, 0.25, 1.0, 0.8, 0.05, 0.03
 PLANAR_URDF = f"""<robot name="planar2">
   <link name="base"/>
@@ -156,8 +156,8 @@ def test_prismatic_dh_row_moves_along_z():
     ([dict(a=1.0, inertia=np.eye(2))], 'standard', 'DH row 1: inertia has shape'),
     ([dict(a=1.0, mass='heavy')], 'standard', "DH row 1: mass = 'heavy' is not a number"),
     ([dict(a=1.0, mass=2e4)], 'standard', r"link 'link1' \(DH row 1\): mass 20000 kg is above"),
-    ([dict(a=1.0, mass=1.0, inertia=np.diag([0.1, 0.1, 0.5]))], 'standard',
-     r"link 'link1' \(DH row 1\): inertia breaks the triangle inequality"),
+    ([dict(a=1.0, mass=1.0, inertia=np.diag([0.1, -0.1, 0.5]))], 'standard',
+     r"link 'link1' \(DH row 1\): inertia is not positive semi-definite"),
     ([dict(a=1.0), dict(a=1.0, effort=0.0)], 'standard',
      r"joint 'joint2' \(DH row 2\): effort limit 0.0 N·m or N must be positive"),
     ([dict(a=1.0, velocity=-1.0)], 'modified',

@@ -9,6 +9,7 @@ import pytest
 
 from rnea_controller import (
     bias_torques,
+    DescriptionWarning,
     DimensionError,
     gravity_torques,
     mass_matrix,
@@ -177,6 +178,42 @@ def test_energy_rate_equals_joint_power(name):
         rate = (energy(h) - energy(-h)) / (2 * h)
         power = qd @ rnea(model, q, qd, qdd)
         assert power == pytest.approx(rate, rel=1e-6, abs=1e-6)
+
+
+# A worked RRR example as textbooks give it: 1 m links of 1 kg, centres of mass at mid-length,
+# and each link's inertia simplified to diag(0.2, 0.2, 0.8) kg·m², which no rigid body has
+# (0.8 > 0.2 + 0.2). Course material computes its tables on such data, and so does Pinocchio.
+TEXTBOOK_LINK = ('<link name="link{k}"><inertial><origin xyz="0.5 0 0"/><mass value="1"/>'
+                 '<inertia ixx="0.2" iyy="0.2" izz="0.8" ixy="0" ixz="0" iyz="0"/></inertial>'
+                 '</link>')
+TEXTBOOK_JOINT = ('<joint name="joint{k}" type="revolute"><parent link="{parent}"/>'
+                  '<child link="link{k}"/><origin xyz="{x} 0 0"/><axis xyz="0 0 1"/>'
+                  '<limit effort="50" velocity="2" lower="-3" upper="3"/></joint>')
+
+
+def textbook_rrr():
+    parents = ['base', 'link1', 'link2']
+    lines = ['<robot name="textbook_rrr">', '<link name="base"/>']
+    lines += [TEXTBOOK_LINK.format(k=k) for k in (1, 2, 3)]
+    lines += [TEXTBOOK_JOINT.format(k=k, parent=parents[k - 1], x=0 if k == 1 else 1)
+              for k in (1, 2, 3)]
+    return '\n'.join(lines + ['</robot>'])
+
+
+def test_textbook_inertias_load_with_one_warning_per_link_and_match_pinocchio(tmp_path):
+    path = tmp_path / 'textbook_rrr.urdf'
+    path.write_text(textbook_rrr())
+    with pytest.warns(DescriptionWarning) as caught:
+        model = RobotModel.from_urdf_file(path)
+    assert sorted(str(w.message) for w in caught) == [
+        f"link 'link{k}' (line {k + 2}): inertia breaks the triangle inequality (principal "
+        'moments [0.2, 0.2, 0.8] kg·m²): the largest exceeds the sum of the other two, which no '
+        'rigid body can; loaded as given' for k in (1, 2, 3)]
+    oracle = Oracle(path, model)
+    rng = np.random.default_rng(2)
+    for q, qd, qdd in rng.uniform(-2.0, 2.0, (10, 3, 3)):
+        assert_close(rnea(model, q, qd, qdd), oracle.rnea(q, qd, qdd), rtol=1e-12)
+        assert_close(rnea_reference(model, q, qd, qdd), oracle.rnea(q, qd, qdd), rtol=1e-12)
 
 
 def test_shapes_and_non_finite_values_are_refused_with_the_place():

@@ -7,18 +7,22 @@ physical ones shared by both sources (mass, inertia, axis, limits); the tree che
 the link or joint, the value and its place (URDF line or DH row).
 """
 from dataclasses import dataclass, field
+import warnings
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from rnea_controller.dynamics.spatial import inertia_matrix
-from rnea_controller.errors import RneaControllerError, UrdfError
+from rnea_controller.errors import DescriptionWarning, RneaControllerError, UrdfError
 
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed')
-# [kg·m²] A negative inertia eigenvalue smaller than this is CAD round-off, not an error: real
-# URDFs have them (Tiago's antenna links: -3.5e-8). 1e-6 kg·m² is 1 g at 3 cm. The triangle
-# inequality of the principal moments is held with the same tolerance (Tiago's antennas: -9e-8).
+# [kg·m²] Tolerance of an inertia matrix's symmetry (CAD exports round their six parts).
 INERTIA_TOLERANCE = 1e-6
+# A principal moment below -(INERTIA_RELATIVE × the largest + INERTIA_FLOOR) is not round-off:
+# the link has no positive kinetic energy. Relative to the link's own scale, as Allegro's links
+# are 1e-6 kg·m² and legged robots' base links 3e-6 with moments of ±2e-22 (CAD round-off).
+INERTIA_RELATIVE = 1e-9
+INERTIA_FLOOR = 1e-12  # [kg·m²] 1 mg at 1 mm
 # Bounds of a plausible arm, far above any real one, so that the law cannot overflow:
 MAX_LINK_MASS = 1e4  # [kg]
 MAX_LENGTH = 1e3  # [m] centre of mass offsets and joint placements
@@ -39,6 +43,15 @@ class LinkSpec:
 
 
 @dataclass(frozen=True)
+class Mimic:
+    """URDF `<mimic joint multiplier offset>`: q = multiplier · q_joint + offset [rad or m]."""
+
+    joint: str
+    multiplier: float = 1.0
+    offset: float = 0.0
+
+
+@dataclass(frozen=True)
 class JointSpec:
     """A joint placing `child` in `parent` by (R, p) at q = 0, moving about/along unit `axis`."""
 
@@ -53,7 +66,7 @@ class JointSpec:
     upper: float = np.inf
     effort: float = np.inf
     velocity: float = np.inf
-    mimic: str | None = None
+    mimic: Mimic | None = None
     where: str = ''
 
 
@@ -93,13 +106,18 @@ def inertia_3x3(values: ArrayLike, what: str, error: ErrorType = UrdfError) -> n
     return 0.5 * (array + array.T)
 
 
-def check_inertial(link: LinkSpec, error: ErrorType = UrdfError) -> None:
-    """Raise `error` unless the link's mass, centre of mass and inertia can be a rigid body's.
+def check_inertial(link: LinkSpec, error: ErrorType = UrdfError, on_base: bool = False) -> None:
+    """Raise `error` unless the link's mass, centre of mass and inertia are usable numbers;
+    warn (DescriptionWarning) where they are usable but no rigid body has them.
 
-    Mass m: finite, 0 ≤ m ≤ MAX_LINK_MASS [kg] (0: a massless frame link). Centre of mass:
-    finite, within MAX_LENGTH [m]. Inertia about it: finite, positive semi-definite and its
-    principal moments I1 ≤ I2 ≤ I3 obey I3 ≤ I1 + I2 (any real mass distribution does), both
-    within INERTIA_TOLERANCE, and at most MAX_PRINCIPAL_MOMENT [kg·m²].
+    Refused: a mass m not finite, negative or above MAX_LINK_MASS [kg] (0: a massless frame
+    link); a centre of mass not finite or beyond MAX_LENGTH [m]; an inertia about it not finite,
+    above MAX_PRINCIPAL_MOMENT [kg·m²], or not positive semi-definite: a principal moment below
+    -(INERTIA_RELATIVE × the largest + INERTIA_FLOOR). Warned: principal moments I1 ≤ I2 ≤ I3
+    with I3 > I1 + I2 beyond that tolerance (the triangle inequality, which any real mass
+    distribution obeys; textbooks' diag(0.2, 0.2, 0.8) breaks it), and, on a link of the fixed
+    base (`on_base`: its inertia never enters the dynamics), an inertia not positive
+    semi-definite.
     """
     at = here('link', link.name, link.where)
     if not np.isfinite(link.mass) or link.mass < 0.0:
@@ -111,27 +129,38 @@ def check_inertial(link: LinkSpec, error: ErrorType = UrdfError) -> None:
     if np.linalg.norm(link.com) > MAX_LENGTH:
         raise error(f'{at}: centre of mass {_text(link.com)} m is farther than '
                     f'{MAX_LENGTH:g} m from the link origin')
-    _check_principal_moments(at, np.linalg.eigvalsh(link.inertia), error)
+    _check_principal_moments(at, np.linalg.eigvalsh(link.inertia), error, on_base)
 
 
-def _check_principal_moments(at, moments, error):
-    """Positive semi-definite, triangle inequality, bounded: see `check_inertial`."""
+def _check_principal_moments(at, moments, error, on_base):
+    """Bounded and positive semi-definite, else refused; the triangle inequality, else warned:
+    see `check_inertial`."""
     shown = f'(principal moments {_text(moments)} kg·m²)'
-    if moments[0] < -INERTIA_TOLERANCE:
-        raise error(f'{at}: inertia is not positive semi-definite {shown}')
-    if moments[2] > moments[0] + moments[1] + INERTIA_TOLERANCE:
-        raise error(f'{at}: inertia breaks the triangle inequality {shown}: the largest '
-                    'exceeds the sum of the other two, which no rigid body can')
     if moments[2] > MAX_PRINCIPAL_MOMENT:
         raise error(f'{at}: inertia is above the bound of {MAX_PRINCIPAL_MOMENT:g} kg·m² '
                     f'{shown}')
+    tolerance = INERTIA_RELATIVE * np.max(np.abs(moments)) + INERTIA_FLOOR
+    if moments[0] < -tolerance:
+        if not on_base:
+            raise error(f'{at}: inertia is not positive semi-definite {shown}')
+        return warn(f'{at}: inertia is not positive semi-definite {shown}; loaded, as a link '
+                     'of the fixed base never enters the dynamics')
+    if moments[2] > moments[0] + moments[1] + tolerance:
+        warn(f'{at}: inertia breaks the triangle inequality {shown}: the largest exceeds the '
+              'sum of the other two, which no rigid body can; loaded as given')
+
+
+def warn(message: str) -> None:
+    """A DescriptionWarning: the description loads, but `message` says what is implausible."""
+    warnings.warn(message, DescriptionWarning, stacklevel=2)
 
 
 def check_joint(joint: JointSpec, error: ErrorType = UrdfError) -> None:
     """Raise `error` unless a moving joint's placement and limits are usable.
 
     Placement within MAX_LENGTH [m]; effort [N·m or N] and velocity [rad/s or m/s] limits
-    positive (inf: absent, no limit); lower ≤ upper position limits [rad or m].
+    positive (inf: absent, no limit; the URDF reader takes 0 as absent); lower ≤ upper
+    position limits [rad or m].
     """
     at = here('joint', joint.name, joint.where)
     if not np.linalg.norm(joint.p) <= MAX_LENGTH:

@@ -3,6 +3,8 @@
 Body i is the link moved by actuated joint i; links attached by fixed (or locked) joints are
 merged into the body they hang from, their inertia moved onto it. λ(i) = `parents[i]` is the
 body that joint i hangs from (-1: the fixed base), with λ(i) < i (Featherstone 2008, §4.1.2).
+A URDF mimic joint is an independent joint of the model, as in Pinocchio's default; the model
+records its relation q_i = multiplier · q_leader + offset for states that do not carry it.
 Joint i is placed in body λ(i) at q = 0 by rotation `R_tree[i]` and origin `p_tree[i]`, and
 moves about (revolute) or along (prismatic) the unit vector `axes[i]` of its own frame, so
 
@@ -27,6 +29,7 @@ from rnea_controller.dynamics.description import (
     inertia_3x3,
     LinkSpec,
     tree_order,
+    warn,
 )
 from rnea_controller.errors import DimensionError, ModelError, UrdfError
 
@@ -57,6 +60,8 @@ class RobotModel:
         effort_limits [N·m or N], velocity_limits [rad/s or m/s]: (n,), inf where absent
         position_limits: (n, 2) lower and upper [rad or m], ±inf where absent
         gravity: (3,) in the base frame [m/s²]
+        mimic: (follower index, leader index, multiplier, offset) of each mimic joint whose
+            leader is a joint of the model, leaders before their followers (docs/dynamics.md)
         urdf: the source URDF text, or None
     """
 
@@ -73,6 +78,7 @@ class RobotModel:
     velocity_limits: np.ndarray
     position_limits: np.ndarray
     gravity: np.ndarray = field(default_factory=lambda: _frozen(STANDARD_GRAVITY))
+    mimic: tuple = ()
     urdf: str | None = None
     link_frames: dict = field(default_factory=dict, repr=False)
 
@@ -160,10 +166,6 @@ class RobotModel:
                 R_j, p_j = joint_motion(joint.type, joint.axis, locked.get(joint.name, 0.0))
                 frames[joint.child] = (body, R_o @ R_j, R_o @ p_j + p_o)
                 continue
-            if joint.mimic is not None:
-                raise error(f'{here("joint", joint.name, joint.where)}: mimics joint '
-                                f"'{joint.mimic}'; mimic joints are not supported: lock it "
-                                f"with locked_joints=['{joint.name}']")
             check_joint(joint, error)
             frames[joint.child] = (len(joints), np.eye(3), np.zeros(3))
             joints.append((joint, body, R_o, p_o))
@@ -171,9 +173,10 @@ class RobotModel:
             raise error(f"robot '{description.name}' has no actuated joint")
         inertias = np.zeros((len(joints), 6, 6))
         for link in description.links:
-            check_inertial(link, error)
+            check_inertial(link, error, on_base=frames[link.name][0] < 0)
             _add_link_inertia(inertias, frames[link.name], link)
-        return cls._from_parts(description, joints, inertias, frames)
+        model = cls._from_parts(description, joints, inertias, frames)
+        return replace(model, mimic=_mimic_relations(ordered, model.joint_names, error))
 
     @classmethod
     def _from_parts(cls, description, joints, inertias, frames):
@@ -246,6 +249,42 @@ def _add_link_inertia(inertias, frame, link):
     if body >= 0:
         I_link = spatial.spatial_inertia(link.mass, link.com, link.inertia)
         inertias[body] += spatial.transform_inertia(I_link, R, p)
+
+
+def _mimic_relations(ordered, names, error):
+    """RobotModel.mimic: each model joint mimicking a model joint, leaders before followers.
+
+    A mimic of a locked or fixed joint has no relation (its state, if absent, is 0), nor has
+    one of an unknown joint (with a DescriptionWarning). Raises `error` for a cycle.
+    """
+    followers = _mimic_followers(ordered, names)
+    relations, resolved = [], set(names) - set(followers)
+    while followers:
+        ready = [j for j in followers.values() if j.mimic.joint in resolved]
+        if not ready:
+            raise error(f'mimic joints {", ".join(sorted(followers))} mimic one another in '
+                        'a cycle')
+        for joint in ready:
+            relations.append((names.index(joint.name), names.index(joint.mimic.joint),
+                              float(joint.mimic.multiplier), float(joint.mimic.offset)))
+            resolved.add(joint.name)
+            del followers[joint.name]
+    return tuple(relations)
+
+
+def _mimic_followers(ordered, names):
+    """{name: JointSpec} of the model's joints that mimic another joint of the model."""
+    known = {j.name for j in ordered}
+    followers = {}
+    for joint in ordered:
+        if joint.mimic is None or joint.name not in names:
+            continue
+        if joint.mimic.joint not in known:
+            warn(f'{here("joint", joint.name, joint.where)}: mimics joint '
+                 f"'{joint.mimic.joint}', which is not a joint of the robot: it is independent")
+        elif joint.mimic.joint in names:
+            followers[joint.name] = joint
+    return followers
 
 
 def _locked_values(locked_joints, ordered, error):

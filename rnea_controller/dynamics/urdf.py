@@ -3,6 +3,8 @@
 Reads what the dynamics needs (http://wiki.ros.org/urdf/XML): `<link><inertial>`,
 `<joint>` with `type`, `<origin xyz rpy>`, `<parent>`, `<child>`, `<axis>`, `<limit>` and
 `<mimic>`. Visual, collision, transmission, gazebo and other elements are ignored.
+An effort or velocity limit of 0 means "not given" (many URDFs write it so): it is read as
+absent (inf), like a missing attribute.
 """
 import xml.parsers.expat
 
@@ -14,6 +16,7 @@ from rnea_controller.dynamics.description import (
     JOINT_TYPES,
     JointSpec,
     LinkSpec,
+    Mimic,
     unit_axis,
 )
 from rnea_controller.dynamics.spatial import inertia_matrix, rpy_matrix
@@ -148,7 +151,18 @@ def _joint(element):
                              ('effort', np.inf), ('velocity', np.inf)))
     if kind == 'continuous' or (kind == 'revolute' and limit is None):
         lower, upper = -np.inf, np.inf
-    mimic = element.find('mimic')
+    effort, velocity = (np.inf if value == 0.0 else value for value in (effort, velocity))
     return JointSpec(name, kind, links['parent'], links['child'], R, p, axis,
                      lower, upper, effort, velocity,
-                     mimic.attrib.get('joint', '?') if mimic is not None else None, where)
+                     _mimic(element.find('mimic'), what), where)
+
+
+def _mimic(element, what):
+    """`<mimic joint multiplier offset>` as a Mimic (multiplier 1, offset 0 by default)."""
+    if element is None:
+        return None
+    if not element.attrib.get('joint'):
+        raise UrdfError(f'{what}: <mimic> (line {element.line}) has no joint="..."')
+    multiplier = _numbers(element, 'multiplier', 1, (1.0,), what)[0]
+    offset = _numbers(element, 'offset', 1, (0.0,), what)[0]
+    return Mimic(element.attrib['joint'], multiplier, offset)
