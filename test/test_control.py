@@ -268,3 +268,26 @@ def test_nothing_compiles_in_a_tick_after_the_controller_is_built(ur5):
     controller.gravity_hold(cfg, q)
     assert [len(kernel.signatures) for kernel in kernels] == before
     assert controller.fallbacks == 1
+
+
+def test_mimic_joints_are_never_controlled_and_uncontrolled_ones_need_no_effort_limit():
+    """Panda with its hand as published: the default controls the seven arm joints and the
+    leader finger; a mimic joint cannot be listed; a finger's absent effort limit matters only
+    if it is controlled, and then the message names the parameter that supplies it."""
+    text = robot_data_urdf('panda_description/urdf/panda.urdf').read_text()
+    model = RobotModel.from_urdf_string(text)
+    assert validate_parameters({}, model).joints == model.joint_names[:8]
+    with pytest.raises(ParameterError, match="joints: 'panda_finger_joint2' is a mimic joint of "
+                       "'panda_finger_joint1' in the URDF"):
+        validate_parameters({'joints': ['panda_joint1', 'panda_finger_joint2']}, model)
+    no_limit = RobotModel.from_urdf_string(text.replace('effort="100"', 'effort="0"'))
+    arm = [f'panda_joint{k}' for k in range(1, 8)]
+    assert validate_parameters({'joints': arm}, no_limit).effort_limits.tolist() == [
+        87.0] * 4 + [12.0] * 3
+    with pytest.raises(ParameterError, match="joint 'panda_finger_joint1' has no effort limit in "
+                       r'the URDF \(no <limit effort> or effort="0"\): set '
+                       r'effort_limits.panda_finger_joint1 \[N·m\]'):
+        validate_parameters({'joints': [*arm, 'panda_finger_joint1']}, no_limit)
+    cfg = validate_parameters({'joints': [*arm, 'panda_finger_joint1'],
+                               'effort_limits.panda_finger_joint1': 20.0}, no_limit)
+    assert cfg.effort_limits[-1] == 20.0

@@ -152,12 +152,17 @@ class ControllerConfig:
 
 
 def _controlled_joints(values, model):
-    """The `joints` parameter checked against the model; [] means every joint in model order."""
-    joints = list(values['joints'] or []) or list(model.joint_names)
+    """The `joints` parameter checked against the model; [] means every joint in model order
+    but the mimic joints, which follow their leader and are never controlled."""
+    leaders = {model.joint_names[i]: model.joint_names[leader] for i, leader, *_ in model.mimic}
+    joints = list(values['joints'] or []) or [j for j in model.joint_names if j not in leaders]
     for name in joints:
         if name not in model.joint_names:
             raise ParameterError(f'joints: {name!r} is not a joint of the model '
                                  f'({", ".join(model.joint_names)})')
+        if name in leaders:
+            raise ParameterError(f'joints: {name!r} is a mimic joint of {leaders[name]!r} in '
+                                 'the URDF: it follows its leader and cannot be controlled')
     return tuple(joints)
 
 
@@ -199,7 +204,8 @@ def _per_joint(values, joints, pattern, fallback):
 
 
 def _effort_limits(values, model, joints, index):
-    """URDF effort limits, or a lower `effort_limits.<joint>` override [N·m]."""
+    """URDF effort limits, or a lower `effort_limits.<joint>` override [N·m]; a controlled
+    joint needs one of the two (the URDF's may be absent: no attribute, or 0)."""
     limits = np.array(model.effort_limits, dtype=float)[index]
     for k, joint in enumerate(joints):
         name = f'effort_limits.{joint}'
@@ -208,6 +214,9 @@ def _effort_limits(values, model, joints, index):
             raise ParameterError(f'{name} = {override:g} N·m is above the URDF limit '
                                  f'{limits[k]:g} N·m of joint {joint!r}')
         limits[k] = limits[k] if override is None else override
+        if not np.isfinite(limits[k]):
+            raise ParameterError(f'joint {joint!r} has no effort limit in the URDF (no '
+                                 f'<limit effort> or effort="0"): set {name} [N·m]')
     return limits
 
 

@@ -108,8 +108,9 @@ TABLE = (
          'robot_description topic (transient local), as robot_state_publisher publishes it',
          'unconfigured'),
     Spec('joints', 'string_array', None, '', 'controlled joints, in command order; unset or '
-         '[]: every actuated joint of the model, in model order; joints not listed enter RNEA '
-         'at their measured state', 'unconfigured', rule=_unique),
+         '[]: every actuated joint of the model but mimic joints, in model order; joints not '
+         'listed enter RNEA at their measured state, if absent at their mimic relation or 0',
+         'unconfigured', rule=_unique),
     Spec('command_topic', 'string', 'effort_controller/commands', '', 'std_msgs/'
          'Float64MultiArray effort commands [N·m], ordered as joints: the topic of ros2_control'
          "'s effort_controllers/JointGroupEffortController (relative: a namespace applies)",
@@ -130,8 +131,8 @@ TABLE = (
     Spec('gains.<joint>.d', 'double', None, '1/s or N·m·s/rad', 'derivative gain Kd; unset: 40 '
          '1/s (computed_torque), 40·M_ii(q0) N·m·s/rad (feedforward_pd)', low=0.0, high=1e6),
     Spec('effort_limits.<joint>', 'double', None, 'N·m', 'effort limit override, at most the '
-         'URDF <limit effort> (the smaller wins); unset: URDF', low=0.0, high=1e5,
-         low_exclusive=True),
+         'URDF <limit effort> (the smaller wins); unset: URDF; required where the URDF has none',
+         low=0.0, high=1e5, low_exclusive=True),
     Spec('torque_rate_limit', 'double', 0.0, 'N·m/s', 'max |d tau/dt| per joint; 0: no rate '
          'limit', low=0.0, high=1e7),
     Spec('robot_compensates_gravity', 'bool', False, '', 'the arm adds g(q) itself (Franka, KUKA '

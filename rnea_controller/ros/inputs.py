@@ -8,8 +8,10 @@ deserialized by rclpy and taken in full, and its layout, found by rosbags and ch
 rclpy's reading, serves the next ones. Bytes that do not deserialize are refused with their
 size. A JointState is refused whole if a name appears twice, a name is not valid UTF-8 (rclpy
 turns undecodable bytes into U+FFFD), the position (or a non-empty velocity) array does not
-match the names, a joint of the model is missing, or a model joint's value is not finite. An
-EMPTY velocity array is fine: positions-only drivers exist.
+match the names, a controlled joint is missing, or a model joint's value is not finite. An
+EMPTY velocity array is fine: positions-only drivers exist. A joint of the model that is not
+controlled (a gripper's fingers) may be absent: it enters at its mimic relation (q = multiplier
+· q_leader + offset, qd = multiplier · qd_leader) if it has one, else at q = qd = 0.
 
 Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
 'auto' (measured if present, else estimated). The estimate here is a plain finite difference
@@ -18,6 +20,7 @@ replaced by the filtered estimator of issue 12 (`timing`).
 """
 import math
 import time
+import warnings
 
 import numpy as np
 from rclpy.serialization import deserialize_message
@@ -26,7 +29,7 @@ from sensor_msgs.msg import JointState
 from rnea_controller import wire
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.dynamics.model import RobotModel
-from rnea_controller.errors import ModelError
+from rnea_controller.errors import DescriptionWarning, ModelError
 from rnea_controller.wire import JOINT_STATE
 from rnea_controller.wire import JOINT_STATE_ARRAYS as FIELDS
 
@@ -52,9 +55,12 @@ class JointStateInput:
     LoopTiming, set by the node while active) takes each state's stamp and arrival, and gives
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
-    def __init__(self, joint_names, timing=None):
+    def __init__(self, joint_names, timing=None, required=None, mimic=()):
         n = len(joint_names)
         self.joint_names = list(joint_names)
+        self.required = self.joint_names if required is None else list(required)
+        self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
+        self._absent = ()  # model indices of the joints the current names lack
         self.q, self.qd = np.zeros(n), np.zeros(n)
         self.time = -math.inf
         self.valid = False
@@ -102,6 +108,8 @@ class JointStateInput:
     def _take_arrays(self, position, velocity, index, velocity_source, stamp_ns):
         q = position[index]
         qd = velocity[index] if velocity is not None else None
+        if self._absent:
+            self._fill_absent(q, qd)
         # a sum is finite iff every term is (or it overflows, ~1e308): 0.7 µs against numpy's 2.6
         if not (math.isfinite(sum(q.tolist()))
                 and (qd is None or math.isfinite(sum(qd.tolist())))):
@@ -133,11 +141,26 @@ class JointStateInput:
             self._template = (layout, self._index.copy(), shape)
 
     def _model_index(self, names):
+        """Each model joint's place in `names`, -1 where absent (`_absent`, filled later)."""
         position = {name: i for i, name in enumerate(names)}
-        missing = [j for j in self.joint_names if j not in position]
+        missing = [j for j in self.required if j not in position]
         if missing:
             raise ValueError(f'joints {missing} of the model are missing')
-        return np.array([position[j] for j in self.joint_names], dtype=np.intp)
+        index = np.array([position.get(j, -1) for j in self.joint_names], dtype=np.intp)
+        self._absent = tuple(np.flatnonzero(index < 0).tolist())
+        return index
+
+    def _fill_absent(self, q, qd):
+        """Uncontrolled joints the names lack, in place: at their mimic relation, else 0."""
+        absent = self._absent
+        q[list(absent)] = 0.0
+        if qd is not None:
+            qd[list(absent)] = 0.0
+        for i, leader, multiplier, offset in self.mimic:
+            if i in absent:
+                q[i] = multiplier * q[leader] + offset
+                if qd is not None:
+                    qd[i] = multiplier * qd[leader]
 
     def _store(self, q, qd, velocity_source, stamp_ns):
         now, arrival_ns = time.perf_counter(), time.time_ns()
@@ -183,15 +206,16 @@ def wrench(msg, model):
     return {msg.header.frame_id: w}
 
 
-def model_from_description(urdf):
+def model_from_description(urdf, warn=None):
     """The RobotModel of a URDF text, checked by the dynamics layer (UrdfError / ModelError
-    saying what is wrong); the node also needs every effort limit finite and positive: the
-    published torque is clamped to them."""
-    model = RobotModel.from_urdf_string(urdf)
-    bad = [j for j, x in zip(model.joint_names, model.effort_limits, strict=True)
-           if not (x > 0 and math.isfinite(x))]
-    if bad:
-        raise ModelError(f'joints {bad}: effort limit missing, not finite or not positive')
+    saying what is wrong). Its DescriptionWarnings go to `warn(text)` if given, else nowhere.
+    (The controlled joints' effort limits are checked with the parameters: law.py.)"""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', DescriptionWarning)
+        model = RobotModel.from_urdf_string(urdf)
+    for warning in caught:
+        if warn is not None and issubclass(warning.category, DescriptionWarning):
+            warn(str(warning.message))
     lower, upper = model.position_limits.T
     if np.any(lower > upper):
         raise ModelError('a joint has a lower position limit above its upper one')

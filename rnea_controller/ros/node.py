@@ -83,7 +83,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def on_configure(self, state):
         try:
-            self._base_model = inputs.model_from_description(self._urdf())
+            self._base_model = inputs.model_from_description(self._urdf(),
+                                                             self.get_logger().warning)
             ros_parameters.declare_joints(self, self._joints())
             self.config = validate_parameters(self._values(), self._base_model)
         except RneaControllerError as error:
@@ -186,7 +187,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def _allocate(self, cfg):
         """Preallocated state and reference (reused at every tick)."""
-        self.state = inputs.JointStateInput(cfg.model.joint_names)
+        self.state = inputs.JointStateInput(cfg.model.joint_names, required=cfg.joints,
+                                            mimic=cfg.model.mimic)
         self._ref = np.zeros((3, len(cfg.joints)))
         self._f_ext, self._wrench_time = None, -math.inf
         self.controller = Controller(cfg)
