@@ -1,0 +1,121 @@
+"""A description nobody here wrote: the Panda with its hand, as franka_description and MoveIt
+publish it (seven arm joints, two fingers, one of them a mimic joint), drives the real node.
+
+`rnea-sim` (MuJoCo, which keeps the mimic finger on its leader by an equality constraint) plays
+the arm with the same URDF, its meshes left out (MuJoCo cannot open package:// files; the plant
+has no contacts). The controller reads the URDF as published, controls the seven arm joints
+only, and takes the fingers, which it does not command, at their measured state. Oracle: the
+simulated arm follows the trajectory sent, and each command has seven values.
+"""
+import re
+
+from conftest import console_script, Processes, robot_data_urdf, wait_for
+from control_msgs.msg import JointTrajectoryControllerState
+import numpy as np
+import pytest
+import rclpy
+from rclpy.duration import Duration
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from rnea_controller.ros.realtime import BackgroundSpinner
+
+pytestmark = pytest.mark.integration
+
+PANDA = robot_data_urdf('panda_description/urdf/panda.urdf')
+ARM = [f'panda_joint{k}' for k in range(1, 8)]
+READY = [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]  # franka's "ready" pose [rad]
+FINGERS = [0.02, 0.02]  # [m]
+MOVE = np.array([0.3, 0.2, -0.3, 0.3, 0.3, -0.3, 0.3])  # [rad] in DURATION
+DURATION = 2.0  # [s]
+
+
+def yaml_list(values):
+    return '[' + ', '.join(repr(v) for v in values) + ']'
+
+
+SIM_PARAMS = f"""/**:
+  ros__parameters:
+    joints: {yaml_list(ARM)}
+    initial_positions: {yaml_list(READY + FINGERS)}
+"""
+CONTROLLER_PARAMS = f"""/**:
+  ros__parameters:
+    joints: {yaml_list(ARM)}
+"""
+
+
+class Recorder:
+    """The test's node: commands, controller states and joint states; sends trajectories."""
+
+    def __init__(self):
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node('panda_test', context=self.context)
+        self.commands, self.errors, self.states = [], [], []
+        self.node.create_subscription(Float64MultiArray, '/effort_controller/commands',
+                                      lambda m: self.commands.append(np.array(m.data)), 10_000)
+        self.node.create_subscription(JointTrajectoryControllerState,
+                                      '/rnea_controller/controller_state', self.errors.append,
+                                      1000)
+        self.node.create_subscription(JointState, '/joint_states', self.states.append, 100)
+        self.trajectory = self.node.create_publisher(JointTrajectory,
+                                                     '/rnea_controller/joint_trajectory', 10)
+        self.spinner = BackgroundSpinner(self.node, 'panda test', 'events', 0.05)
+
+    def close(self):
+        self.spinner.stop()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def panda(tmp_path):
+    """rnea-sim with the Panda and hand, and rnea-controller on the same URDF as published."""
+    sim_urdf = tmp_path / 'panda_no_meshes.urdf'
+    sim_urdf.write_text(re.sub(r'<(visual|collision)\b.*?</\1>', '', PANDA.read_text(),
+                               flags=re.S))
+    (tmp_path / 'sim.yaml').write_text(SIM_PARAMS)
+    (tmp_path / 'controller.yaml').write_text(CONTROLLER_PARAMS)
+    processes = Processes(tmp_path)
+    sim = processes.start([console_script('rnea-sim'), '--ros-args', '-p',
+                           f'urdf_file:={sim_urdf}', '--params-file', str(tmp_path / 'sim.yaml')])
+    controller = processes.start([console_script('rnea-controller'), '--urdf', str(PANDA),
+                                  '--ros-args', '--params-file',
+                                  str(tmp_path / 'controller.yaml')])
+    recorder = Recorder()
+    try:
+        yield recorder, processes, sim, controller
+    finally:
+        recorder.close()
+        processes.close()
+
+
+def test_panda_with_its_hand_configures_activates_and_tracks(panda):
+    recorder, processes, sim, controller = panda
+    logs = lambda: processes.output(controller) + processes.output(sim)  # noqa: E731
+    assert wait_for(lambda: len(recorder.commands) > 100, 60.0), logs()
+    assert 'configured: computed_torque on ' + ', '.join(ARM) in processes.output(controller)
+    assert wait_for(lambda: recorder.trajectory.get_subscription_count() > 0, 10.0)
+    names = list(recorder.states[-1].name)
+    assert names[7:] == ['panda_finger_joint1', 'panda_finger_joint2']  # the sim's states
+    start = np.array(READY)
+    recorder.trajectory.publish(JointTrajectory(joint_names=ARM, points=[JointTrajectoryPoint(
+        positions=list(start + MOVE), velocities=[0.0] * 7,
+        time_from_start=Duration(seconds=DURATION).to_msg())]))
+    recorder.errors.clear()
+    recorder.commands.clear()
+    assert wait_for(lambda: len(recorder.errors) > 0 and np.allclose(
+        recorder.errors[-1].reference.positions, start + MOVE, atol=1e-9), 20.0), logs()
+    moving = [np.array(m.error.positions) for m in recorder.errors]
+    assert wait_for(lambda: len(recorder.errors) > len(moving) + 20, 10.0)
+    settled = np.array(recorder.errors[-1].feedback.positions)
+    assert {len(c) for c in recorder.commands} == {7}
+    assert list(recorder.errors[-1].joint_names) == ARM
+    rms = np.sqrt(np.mean(np.square(moving), axis=0))
+    print(f'{len(moving)} controller states while moving: RMS error {rms} rad; settled at '
+          f'{settled - (start + MOVE)} rad from the goal')
+    assert len(moving) > 10 and np.all(rms < 0.01), rms  # 0.3 rad moves in 2 s
+    np.testing.assert_allclose(settled, start + MOVE, atol=2e-3)
+    assert controller.poll() is None and sim.poll() is None, logs()
