@@ -3,14 +3,19 @@
 Oracles: MuJoCo's and Pinocchio's own URDF parsers, UR's published DH table (forward kinematics)
 and the physical conditions on rigid-body inertias.
 """
+from pathlib import Path
+import subprocess
+import sysconfig
+import warnings
 import xml.etree.ElementTree as ET
 
 import mujoco
 import numpy as np
 import pinocchio as pin
+from pinocchio_oracle import Oracle
 import pytest
 
-from rnea_controller import default_urdf_path, rnea, RobotModel
+from rnea_controller import default_urdf_path, rnea, rnea_reference, RobotModel
 
 URDF = default_urdf_path()
 JOINTS = ('shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint',
@@ -86,3 +91,31 @@ def test_mujoco_pinocchio_and_our_rnea_agree(seed):
     np.testing.assert_allclose(mj_data.qfrc_inverse, expected, atol=1e-9)
     np.testing.assert_allclose(rnea(model, q, qd, qdd), expected, atol=1e-9)
     assert [mj_model.joint(j).name for j in range(mj_model.njnt)] == list(JOINTS)
+
+
+def test_arm_gripper_xacro_runs_through_xacro_loads_and_matches_pinocchio(tmp_path):
+    """rnea_controller/urdf/arm_gripper.urdf.xacro through the `xacro` program (PyPI xacro, as
+    the launch files run it): the arm's six joints, two fingers, the second a mimic of the
+    first; it loads without a warning and agrees with Pinocchio reading the same text."""
+    xacro = Path(sysconfig.get_path('scripts')) / 'xacro'
+    assert xacro.exists(), 'xacro is a test requirement (requirements/test.txt)'
+    source = default_urdf_path().with_name('arm_gripper.urdf.xacro')
+    done = subprocess.run([str(xacro), str(source)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / 'arm_gripper.urdf'
+    path.write_text(done.stdout)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        model = RobotModel.from_urdf_file(path)
+    assert model.joint_names == (*JOINTS, 'finger_left_joint', 'finger_right_joint')
+    assert model.joint_types[6:] == ('prismatic', 'prismatic')
+    assert model.mimic == ((7, 6, 1.0, 0.0),)
+    oracle = Oracle(path, model)
+    for q, qd, qdd in np.random.default_rng(24).uniform(-1.0, 1.0, (10, 3, model.n)):
+        expected = oracle.rnea(q, qd, qdd)
+        scale = max(1.0, np.max(np.abs(expected)))
+        np.testing.assert_allclose(rnea(model, q, qd, qdd), expected, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(rnea_reference(model, q, qd, qdd), expected, rtol=0,
+                                   atol=1e-12 * scale)
+    arm = RobotModel.from_urdf_file(default_urdf_path())
+    np.testing.assert_array_equal(model.inertias[:5], arm.inertias[:5])  # the arm's figures
