@@ -112,7 +112,28 @@ def test_set_parameters_atomically_naming_one_parameter_twice_is_refused(setup):
     assert not result.successful and 'named more than once' in result.reason
 
 
-def test_a_description_on_the_topic_is_checked_and_a_refusal_logged(setup, processes):
+def first(pattern, text, replacement):
+    """`text` with the first match of `pattern` replaced."""
+    return re.sub(pattern, replacement, text, count=1)
+
+
+# Hostile descriptions (the bundled arm, one value made impossible) and the reason each is
+# refused for, naming the link or joint and its line in the bundled URDF.
+HOSTILE = [
+    (lambda t: first(r'<mass value="[^"]*"', t, '<mass value="1e308"'),
+     r"link 'shoulder_link' \(line 55\): mass 1e\+308 kg is above the bound of 10000 kg"),
+    (lambda t: first(r'ixx="[^"]*"', t, 'ixx="nan"'),
+     r"link 'shoulder_link' \(line 55\): <inertia ixx=\"nan\"> \(line 59\) must be 1 finite"),
+    (lambda t: first(r'izz="[^"]*"', t, 'izz="-0.0067698"'),
+     r"link 'shoulder_link' \(line 55\): inertia is not positive semi-definite"),
+    (lambda t: first(r'effort="150"', t, 'effort="-150"'),
+     r"joint 'shoulder_pan_joint' \(line 47\): effort limit -150.0 N·m or N must be positive"),
+    (lambda t: first(r'<origin xyz="0 0 0.1625"', t, '<origin xyz="0 0 1e5"'),
+     r"joint 'shoulder_pan_joint' \(line 47\): origin .* m is farther than 1000 m"),
+]
+
+
+def test_hostile_descriptions_on_the_topic_are_refused_each_with_its_reason(setup, processes):
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
     client, _, _, _ = setup
@@ -120,12 +141,13 @@ def test_a_description_on_the_topic_is_checked_and_a_refusal_logged(setup, proce
                             '__node:=rnea_controller_b', '-r',
                             '/robot_description:=/robot_description_b'])
     assert wait_for(lambda: 'waiting for a robot description' in processes.output(proc), 30.0)
-    text = re.sub(r'<mass value="[^"]*"', '<mass value="1e308"', default_urdf_path().read_text())
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     publisher = client.node.create_publisher(String, '/robot_description_b', latched)
-    publisher.publish(String(data=text))
-    assert wait_for(lambda: 'robot_description message refused' in processes.output(proc),
-                    10.0), processes.output(proc)
+    for count, (spoil, reason) in enumerate(HOSTILE, 1):
+        publisher.publish(String(data=spoil(default_urdf_path().read_text())))
+        refused = rf'robot_description message refused \({count} so far\): {reason}'
+        assert wait_for(lambda r=refused: re.search(r, processes.output(proc)), 10.0), (
+            reason, processes.output(proc))
     assert 'active' not in processes.output(proc)
     client.node.destroy_publisher(publisher)
 

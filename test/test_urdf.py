@@ -50,7 +50,7 @@ def two_links(**kwargs):
     (urdf(LINK.format('base'), LINK.format('a'), LINK.format('b'),
           joint('j1', 'base', 'a', extra='<mimic joint="j2"/>'),
           joint('j2', 'a', 'b', extra='<mimic joint="j1"/>')),
-     'mimic joints j1, j2 mimic one another in a cycle'),
+     r"mimic joints mimic one another in a cycle: joint 'j1' \(line 5\), joint 'j2' \(line 6\)"),
     (urdf(LINK.format('base'), LINK.format('base')), "link name 'base' is used twice"),
     (urdf(LINK.format('base'), '<link name="arm"><inertial><mass value="-2"/></inertial></link>',
           joint('j1', 'base', 'arm')), r"link 'arm' \(line 3\): mass -2.0 kg must be"),
@@ -59,7 +59,7 @@ def two_links(**kwargs):
      r"link 'arm' \(line 3\): inertia is not positive semi-definite"),
     (urdf(LINK.format('base'), '<link name="arm"><inertial><mass value="1"/><inertia ixx="1" '
           'iyy="1" izz="1" ixy="5"/></inertial></link>', joint('j1', 'base', 'arm')),
-     'inertia is not positive semi-definite'),
+     r"link 'arm' \(line 3\): inertia is not positive semi-definite"),
     (urdf(LINK.format('base'), LINK.format('arm'), joint('j1', 'base', 'arm', kind='fixed')),
      'has no actuated joint'),
     (urdf(LINK.format('base'), LINK.format('arm'),

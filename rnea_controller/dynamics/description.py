@@ -170,7 +170,7 @@ def check_joint(joint: JointSpec, error: ErrorType = UrdfError) -> None:
                               ('velocity', joint.velocity, 'rad/s or m/s')):
         if not value > 0.0:
             raise error(f'{at}: {kind} limit {value} {unit} must be positive '
-                        '(leave the attribute out for no limit)')
+                        '(leave it out, or write 0 in a URDF, for no limit)')
     if not joint.lower <= joint.upper:
         raise error(f'{at}: lower position limit {joint.lower} is above the upper limit '
                     f'{joint.upper}')

@@ -262,8 +262,8 @@ def _mimic_relations(ordered, names, error):
     while followers:
         ready = [j for j in followers.values() if j.mimic.joint in resolved]
         if not ready:
-            raise error(f'mimic joints {", ".join(sorted(followers))} mimic one another in '
-                        'a cycle')
+            raise error('mimic joints mimic one another in a cycle: ' + ', '.join(
+                here('joint', j.name, j.where) for j in followers.values()))
         for joint in ready:
             relations.append((names.index(joint.name), names.index(joint.mimic.joint),
                               float(joint.mimic.multiplier), float(joint.mimic.offset)))
