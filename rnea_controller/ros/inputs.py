@@ -60,7 +60,7 @@ class JointStateInput:
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
-        self._absent = ()  # model indices of the joints the current names lack
+        self._absent, self._followed = (), ()  # joints the names lack; their mimic relations
         self.q, self.qd = np.zeros(n), np.zeros(n)
         self.time = -math.inf
         self.valid = False
@@ -148,19 +148,19 @@ class JointStateInput:
             raise ValueError(f'joints {missing} of the model are missing')
         index = np.array([position.get(j, -1) for j in self.joint_names], dtype=np.intp)
         self._absent = tuple(np.flatnonzero(index < 0).tolist())
+        self._followed = tuple(r for r in self.mimic if r[0] in self._absent)
         return index
 
     def _fill_absent(self, q, qd):
         """Uncontrolled joints the names lack, in place: at their mimic relation, else 0."""
-        absent = self._absent
-        q[list(absent)] = 0.0
-        if qd is not None:
-            qd[list(absent)] = 0.0
-        for i, leader, multiplier, offset in self.mimic:
-            if i in absent:
-                q[i] = multiplier * q[leader] + offset
-                if qd is not None:
-                    qd[i] = multiplier * qd[leader]
+        for i in self._absent:
+            q[i] = 0.0
+            if qd is not None:
+                qd[i] = 0.0
+        for i, leader, multiplier, offset in self._followed:  # leaders first
+            q[i] = multiplier * q[leader] + offset
+            if qd is not None:
+                qd[i] = multiplier * qd[leader]
 
     def _store(self, q, qd, velocity_source, stamp_ns):
         now, arrival_ns = time.perf_counter(), time.time_ns()
