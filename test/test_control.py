@@ -271,12 +271,12 @@ def test_nothing_compiles_in_a_tick_after_the_controller_is_built(ur5):
 
 
 def test_mimic_joints_are_never_controlled_and_uncontrolled_ones_need_no_effort_limit():
-    """Panda with its hand as published: the default controls the seven arm joints and the
-    leader finger; a mimic joint cannot be listed; a finger's absent effort limit matters only
-    if it is controlled, and then the message names the parameter that supplies it."""
+    """Panda with its hand as published: the default controls the seven arm joints (not the
+    fingers: a mimic pair); a mimic joint cannot be listed; a finger's absent effort limit
+    matters only if it is controlled, and then the message names the parameter for it."""
     text = robot_data_urdf('panda_description/urdf/panda.urdf').read_text()
     model = RobotModel.from_urdf_string(text)
-    assert validate_parameters({}, model).joints == model.joint_names[:8]
+    assert validate_parameters({}, model).joints == model.joint_names[:7]
     with pytest.raises(ParameterError, match="joints: 'panda_finger_joint2' is a mimic joint of "
                        "'panda_finger_joint1' in the URDF"):
         validate_parameters({'joints': ['panda_joint1', 'panda_finger_joint2']}, model)

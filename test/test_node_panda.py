@@ -5,7 +5,8 @@ publish it (seven arm joints, two fingers, one of them a mimic joint), drives th
 the arm with the same URDF, its meshes left out (MuJoCo cannot open package:// files; the plant
 has no contacts). The controller reads the URDF as published, controls the seven arm joints
 only, and takes the fingers, which it does not command, at their measured state. Oracle: the
-simulated arm follows the trajectory sent, and each command has seven values.
+simulated arm follows the trajectory sent, and each command has seven values, also with
+`joints` unset: its default leaves out mimic joints and their leaders (a gripper's fingers).
 """
 import re
 
@@ -35,15 +36,10 @@ def yaml_list(values):
     return '[' + ', '.join(repr(v) for v in values) + ']'
 
 
-SIM_PARAMS = f"""/**:
-  ros__parameters:
-    joints: {yaml_list(ARM)}
-    initial_positions: {yaml_list(READY + FINGERS)}
-"""
-CONTROLLER_PARAMS = f"""/**:
-  ros__parameters:
-    joints: {yaml_list(ARM)}
-"""
+def parameters(joints):
+    """A ROS parameters YAML file's first lines, with `joints` if not None."""
+    lines = ['/**:', '  ros__parameters:', '    autostart: true']
+    return '\n'.join(lines + ([f'    joints: {yaml_list(joints)}'] if joints else [])) + '\n'
 
 
 class Recorder:
@@ -70,14 +66,16 @@ class Recorder:
         rclpy.shutdown(context=self.context)
 
 
-@pytest.fixture
-def panda(tmp_path):
-    """rnea-sim with the Panda and hand, and rnea-controller on the same URDF as published."""
+@pytest.fixture(params=[ARM, None], ids=['arm joints', 'joints unset'])
+def panda(request, tmp_path):
+    """rnea-sim with the Panda and hand, and rnea-controller on the same URDF as published,
+    with `joints` the arm's or unset."""
     sim_urdf = tmp_path / 'panda_no_meshes.urdf'
     sim_urdf.write_text(re.sub(r'<(visual|collision)\b.*?</\1>', '', PANDA.read_text(),
                                flags=re.S))
-    (tmp_path / 'sim.yaml').write_text(SIM_PARAMS)
-    (tmp_path / 'controller.yaml').write_text(CONTROLLER_PARAMS)
+    (tmp_path / 'sim.yaml').write_text(parameters(ARM) + '    initial_positions: '
+                                       f'{yaml_list(READY + FINGERS)}\n')
+    (tmp_path / 'controller.yaml').write_text(parameters(request.param))
     processes = Processes(tmp_path)
     sim = processes.start([console_script('rnea-sim'), '--ros-args', '-p',
                            f'urdf_file:={sim_urdf}', '--params-file', str(tmp_path / 'sim.yaml')])
@@ -98,16 +96,17 @@ def test_panda_with_its_hand_configures_activates_and_tracks(panda):
     assert wait_for(lambda: len(recorder.commands) > 100, 60.0), logs()
     assert 'configured: computed_torque on ' + ', '.join(ARM) in processes.output(controller)
     assert wait_for(lambda: recorder.trajectory.get_subscription_count() > 0, 10.0)
+    assert wait_for(lambda: recorder.states, 10.0)
     names = list(recorder.states[-1].name)
     assert names[7:] == ['panda_finger_joint1', 'panda_finger_joint2']  # the sim's states
-    start = np.array(READY)
+    goal = np.array(READY) + MOVE
     recorder.trajectory.publish(JointTrajectory(joint_names=ARM, points=[JointTrajectoryPoint(
-        positions=list(start + MOVE), velocities=[0.0] * 7,
+        positions=list(goal), velocities=[0.0] * 7,
         time_from_start=Duration(seconds=DURATION).to_msg())]))
     recorder.errors.clear()
     recorder.commands.clear()
     assert wait_for(lambda: len(recorder.errors) > 0 and np.allclose(
-        recorder.errors[-1].reference.positions, start + MOVE, atol=1e-9), 20.0), logs()
+        recorder.errors[-1].reference.positions, goal, atol=1e-9), 20.0), logs()
     moving = [np.array(m.error.positions) for m in recorder.errors]
     assert wait_for(lambda: len(recorder.errors) > len(moving) + 20, 10.0)
     settled = np.array(recorder.errors[-1].feedback.positions)
@@ -115,7 +114,7 @@ def test_panda_with_its_hand_configures_activates_and_tracks(panda):
     assert list(recorder.errors[-1].joint_names) == ARM
     rms = np.sqrt(np.mean(np.square(moving), axis=0))
     print(f'{len(moving)} controller states while moving: RMS error {rms} rad; settled at '
-          f'{settled - (start + MOVE)} rad from the goal')
+          f'{settled - goal} rad from the goal')
     assert len(moving) > 10 and np.all(rms < 0.01), rms  # 0.3 rad moves in 2 s
-    np.testing.assert_allclose(settled, start + MOVE, atol=2e-3)
+    np.testing.assert_allclose(settled, goal, atol=2e-3)
     assert controller.poll() is None and sim.poll() is None, logs()

@@ -151,11 +151,20 @@ class ControllerConfig:
     values: dict
 
 
+def default_joints(model: RobotModel) -> tuple:
+    """The controlled joints when `joints` is unset or []: every joint in model order but the
+    mimic joints and their leaders (a gripper's fingers). A mimic joint follows its leader and
+    is never controlled; a leader may be listed, but its torque then lacks its followers' load,
+    which the mechanism passes to it and the model, whose mimic joints are independent, does not
+    (on the simulated Panda hand: 9 mm of error on the finger)."""
+    grouped = {i for relation in model.mimic for i in relation[:2]}
+    return tuple(j for i, j in enumerate(model.joint_names) if i not in grouped)
+
+
 def _controlled_joints(values, model):
-    """The `joints` parameter checked against the model; [] means every joint in model order
-    but the mimic joints, which follow their leader and are never controlled."""
+    """The `joints` parameter checked against the model (`default_joints` if unset or [])."""
     leaders = {model.joint_names[i]: model.joint_names[leader] for i, leader, *_ in model.mimic}
-    joints = list(values['joints'] or []) or [j for j in model.joint_names if j not in leaders]
+    joints = list(values['joints'] or []) or list(default_joints(model))
     for name in joints:
         if name not in model.joint_names:
             raise ParameterError(f'joints: {name!r} is not a joint of the model '

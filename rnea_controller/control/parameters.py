@@ -108,8 +108,9 @@ TABLE = (
          'robot_description topic (transient local), as robot_state_publisher publishes it',
          'unconfigured'),
     Spec('joints', 'string_array', None, '', 'controlled joints, in command order; unset or '
-         '[]: every actuated joint of the model but mimic joints, in model order; joints not '
-         'listed enter RNEA at their measured state, if absent at their mimic relation or 0',
+         '[]: every actuated joint of the model but mimic joints and their leaders, in model '
+         'order; joints not listed enter RNEA at their measured state, if absent at their mimic '
+         'relation or 0',
          'unconfigured', rule=_unique),
     Spec('command_topic', 'string', 'effort_controller/commands', '', 'std_msgs/'
          'Float64MultiArray effort commands [N·m], ordered as joints: the topic of ros2_control'

@@ -32,7 +32,12 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from rnea_controller.control.law import Controller, law_is_finite, validate_parameters
+from rnea_controller.control.law import (
+    Controller,
+    default_joints,
+    law_is_finite,
+    validate_parameters,
+)
 from rnea_controller.control.loop_stats import LoopStats
 from rnea_controller.control.parameters import GLOBAL
 from rnea_controller.control.trajectory import Trajectory
@@ -180,7 +185,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
     def _joints(self):
         if self.config is not None:
             return self.config.joints
-        return ros_parameters.value(self, 'joints') or self._base_model.joint_names
+        return ros_parameters.value(self, 'joints') or default_joints(self._base_model)
 
     def _values(self, changes=()):
         return ros_parameters.values(self, self._joints(), changes)
