@@ -7,7 +7,6 @@ import ast
 import importlib.util
 from pathlib import Path
 import re
-import shutil
 
 from conftest import console_script, flatten, REPO, wait_for
 import pytest
@@ -16,9 +15,12 @@ import yaml
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control.law import validate_parameters
 from rnea_controller.control.parameters import SPECS
+from rnea_controller.description_file import read_description
+from rnea_controller.errors import UrdfError
 
 LAUNCH_FILES = sorted((REPO / 'launch').glob('*.launch.py'))
 CONFIG = REPO / 'config' / 'controller.yaml'
+ARM_GRIPPER = default_urdf_path().with_name('arm_gripper.urdf.xacro')
 
 
 def share_layout():
@@ -89,18 +91,24 @@ def test_controller_launch_arguments_where_launch_is_installed():
 def test_controller_launch_reads_urdf_xacro_or_topic_where_launch_is_installed(tmp_path):
     module = launch_module('controller.launch.py')
     assert module.description('') is None  # the robot_description topic
-    urdf = default_urdf_path().read_text()
-    assert module.description(str(default_urdf_path())) == urdf
+    assert module.description(str(default_urdf_path())) == default_urdf_path().read_text()
+    assert module.description(str(ARM_GRIPPER)) == read_description(ARM_GRIPPER)
+
+
+def test_xacro_runs_the_real_xacro_on_a_description_with_properties_and_macros(tmp_path):
+    """The launch files' urdf:= path (description_file.read_description) on the real xacro."""
     path = tmp_path / 'arm.urdf.xacro'
     path.write_text('<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="x">'
-                    '<xacro:property name="m" value="2.5"/><link name="l"><inertial>'
-                    '<mass value="${m}"/></inertial></link></robot>')
-    value = module.description(str(path))
-    if shutil.which('xacro') is None:
-        pytest.skip('xacro is not installed here')
-    from launch import LaunchContext
-    from launch.utilities import perform_substitutions
-    assert '<mass value="2.5"/>' in perform_substitutions(LaunchContext(), value.value)
+                    '<xacro:arg name="mass" default="2.5"/><xacro:property name="m" '
+                    'value="$(arg mass)"/><xacro:macro name="link" params="name">'
+                    '<link name="${name}"><inertial><mass value="${m}"/></inertial></link>'
+                    '</xacro:macro><xacro:link name="l"/></robot>')
+    assert '<mass value="2.5"/>' in read_description(path)
+    assert '<mass value="4.0"/>' in read_description(path, {'mass': 4.0})
+    (tmp_path / 'bad.urdf.xacro').write_text('<robot xmlns:xacro="http://www.ros.org/wiki/'
+                                             'xacro" name="x">${undefined_property}</robot>')
+    with pytest.raises(UrdfError, match=r'xacro .*bad\.urdf\.xacro failed.*undefined'):
+        read_description(tmp_path / 'bad.urdf.xacro')
 
 
 def test_demo_launch_arguments_where_launch_is_installed():
