@@ -21,10 +21,11 @@ from pathlib import Path
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import Command, FindExecutable, LaunchConfiguration
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from rnea_controller.description_file import read_description
 
 PACKAGE = 'rnea_controller'
 ARGUMENTS = {
@@ -40,12 +41,9 @@ ARGUMENTS = {
 
 
 def description(urdf):
-    """robot_description parameter value from a file: xacro's output or the URDF's text."""
-    if not urdf:
-        return None
-    if urdf.endswith('.xacro'):
-        return ParameterValue(Command([FindExecutable(name='xacro'), ' ', urdf]), value_type=str)
-    return Path(urdf).read_text(encoding='utf-8')
+    """robot_description parameter value from a file: xacro's output or the URDF's text
+    (rnea_controller.description_file, which the programs' --urdf use too); None: the topic."""
+    return read_description(urdf) if urdf else None
 
 
 def parameter_files(context, share):

@@ -20,7 +20,6 @@
 """
 import datetime
 from pathlib import Path
-import sys
 
 from launch import LaunchDescription
 from launch.actions import (
@@ -67,10 +66,9 @@ def bag_folder(context):
 
 def recorder(bag):
     """`ros2 bag record` where rosbag2 is installed, else our rosbags recorder."""
-    from rnea_controller.tools.record import DEFAULT_TOPICS, record_command
-    command = record_command(bag, list(DEFAULT_TOPICS)) or [
-        sys.executable, '-m', 'rnea_controller.tools.record', '-o', str(bag), *DEFAULT_TOPICS]
-    return ExecuteProcess(cmd=command, name='recorder', output='screen', sigterm_timeout='30')
+    from rnea_controller.tools.record import recording_command
+    return ExecuteProcess(cmd=recording_command(bag), name='recorder', output='screen',
+                          sigterm_timeout='30')
 
 
 def fail_if(what, run):

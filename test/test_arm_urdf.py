@@ -3,9 +3,6 @@
 Oracles: MuJoCo's and Pinocchio's own URDF parsers, UR's published DH table (forward kinematics)
 and the physical conditions on rigid-body inertias.
 """
-from pathlib import Path
-import subprocess
-import sysconfig
 import warnings
 import xml.etree.ElementTree as ET
 
@@ -16,6 +13,7 @@ from pinocchio_oracle import Oracle
 import pytest
 
 from rnea_controller import default_urdf_path, rnea, rnea_reference, RobotModel
+from rnea_controller.description_file import read_description
 
 URDF = default_urdf_path()
 JOINTS = ('shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint',
@@ -94,16 +92,12 @@ def test_mujoco_pinocchio_and_our_rnea_agree(seed):
 
 
 def test_arm_gripper_xacro_runs_through_xacro_loads_and_matches_pinocchio(tmp_path):
-    """rnea_controller/urdf/arm_gripper.urdf.xacro through the `xacro` program (PyPI xacro, as
-    the launch files run it): the arm's six joints, two fingers, the second a mimic of the
-    first; it loads without a warning and agrees with Pinocchio reading the same text."""
-    xacro = Path(sysconfig.get_path('scripts')) / 'xacro'
-    assert xacro.exists(), 'xacro is a test requirement (requirements/test.txt)'
-    source = default_urdf_path().with_name('arm_gripper.urdf.xacro')
-    done = subprocess.run([str(xacro), str(source)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    """rnea_controller/urdf/arm_gripper.urdf.xacro through the `xacro` program (PyPI xacro, run
+    by description_file as the launch files and --urdf run it): the arm's six joints, two
+    fingers, the second a mimic of the first; it loads without a warning and agrees with
+    Pinocchio reading the same text."""
     path = tmp_path / 'arm_gripper.urdf'
-    path.write_text(done.stdout)
+    path.write_text(read_description(default_urdf_path().with_name('arm_gripper.urdf.xacro')))
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         model = RobotModel.from_urdf_file(path)

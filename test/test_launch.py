@@ -7,7 +7,7 @@ import ast
 import importlib.util
 from pathlib import Path
 import re
-import shutil
+import subprocess
 
 from conftest import console_script, flatten, REPO, wait_for
 import pytest
@@ -16,9 +16,12 @@ import yaml
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control.law import validate_parameters
 from rnea_controller.control.parameters import SPECS
+from rnea_controller.description_file import read_description
+from rnea_controller.errors import UrdfError
 
 LAUNCH_FILES = sorted((REPO / 'launch').glob('*.launch.py'))
 CONFIG = REPO / 'config' / 'controller.yaml'
+ARM_GRIPPER = default_urdf_path().with_name('arm_gripper.urdf.xacro')
 
 
 def share_layout():
@@ -89,17 +92,24 @@ def test_controller_launch_arguments_where_launch_is_installed():
 def test_controller_launch_reads_urdf_xacro_or_topic_where_launch_is_installed(tmp_path):
     module = launch_module('controller.launch.py')
     assert module.description('') is None  # the robot_description topic
-    urdf = default_urdf_path().read_text()
-    assert module.description(str(default_urdf_path())) == urdf
+    assert module.description(str(default_urdf_path())) == default_urdf_path().read_text()
+    assert module.description(str(ARM_GRIPPER)) == read_description(ARM_GRIPPER)
+
+
+def test_xacro_runs_the_real_xacro_on_a_description_with_properties_and_macros(tmp_path):
+    """The launch files' urdf:= path (description_file.read_description) on the real xacro."""
     path = tmp_path / 'arm.urdf.xacro'
     path.write_text('<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="x">'
-                    '<xacro:property name="m" value="2.5"/><link name="l"><inertial>'
-                    '<mass value="${m}"/></inertial></link></robot>')
-    value = module.description(str(path))
-    assert shutil.which('xacro'), 'xacro is not on PATH (package.xml exec_depend; PyPI xacro)'
-    from launch import LaunchContext
-    from launch.utilities import perform_substitutions
-    assert '<mass value="2.5"/>' in perform_substitutions(LaunchContext(), value.value)
+                    '<xacro:arg name="mass" default="2.5"/><xacro:property name="m" '
+                    'value="$(arg mass)"/><xacro:macro name="link" params="name">'
+                    '<link name="${name}"><inertial><mass value="${m}"/></inertial></link>'
+                    '</xacro:macro><xacro:link name="l"/></robot>')
+    assert '<mass value="2.5"/>' in read_description(path)
+    assert '<mass value="4.0"/>' in read_description(path, {'mass': 4.0})
+    (tmp_path / 'bad.urdf.xacro').write_text('<robot xmlns:xacro="http://www.ros.org/wiki/'
+                                             'xacro" name="x">${undefined_property}</robot>')
+    with pytest.raises(UrdfError, match=r'xacro .*bad\.urdf\.xacro failed.*undefined'):
+        read_description(tmp_path / 'bad.urdf.xacro')
 
 
 def test_demo_launch_arguments_where_launch_is_installed():
@@ -138,6 +148,29 @@ def test_the_real_node_accepts_the_shipped_config(processes):
     assert wait_for(lambda: 'active' in processes.output(proc), 120.0), processes.output(proc)
     assert 'computed_torque on shoulder_pan_joint' in processes.output(proc)
     assert processes.stop(proc) == 0
+
+
+@pytest.mark.integration
+def test_the_real_node_reads_the_arm_gripper_xacro_as_launch_passes_it(processes):
+    """`rnea-controller --urdf X.urdf.xacro`: the same reader as the launch files' urdf:=, on
+    the real xacro; the gripper's fingers (a mimic pair) are not controlled by default."""
+    proc = processes.start([console_script('rnea-controller'), '--realtime-priority', '0',
+                            '--urdf', str(ARM_GRIPPER)])
+    assert wait_for(lambda: ']: active' in processes.output(proc), 120.0), processes.output(proc)
+    configured = [line for line in processes.output(proc).splitlines() if 'configured:' in line]
+    assert configured and 'on shoulder_pan_joint' in configured[0], configured
+    assert 'wrist_3_joint' in configured[0] and 'finger' not in configured[0], configured
+    assert processes.stop(proc) == 0
+
+
+def test_an_unreadable_xacro_ends_the_node_with_one_line(tmp_path):
+    bad = tmp_path / 'bad.urdf.xacro'
+    bad.write_text('<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name="x">${nope}</robot>')
+    done = subprocess.run([console_script('rnea-controller'), '--urdf', str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith('rnea-controller: --urdf: xacro '), done.stderr
+    assert 'bad.urdf.xacro' in done.stderr, done.stderr
 
 
 def test_share_layout_matches_setup_py():

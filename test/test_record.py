@@ -1,7 +1,10 @@
-"""BagRecorder: real DDS in this process, an MCAP bag read back with rosbags (the oracle)."""
+"""BagRecorder: real DDS in this process, an MCAP bag read back with rosbags (the oracle); and
+the demo launch's two recorders, `ros2 bag record` and ours, on one run of the real programs."""
+import subprocess
+import sys
 import time
 
-from conftest import wait_for
+from conftest import console_script, wait_for
 import pytest
 import rclpy
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -10,7 +13,15 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from rnea_controller.errors import BagError
-from rnea_controller.tools.record import BagRecorder, fresh_path, newest_typestore
+from rnea_controller.tools.record import (
+    BagRecorder,
+    DEFAULT_TOPICS,
+    fresh_path,
+    newest_typestore,
+    own_record_command,
+    record_command,
+    recording_command,
+)
 
 TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState',
           '/robot_description': 'std_msgs/msg/String'}
@@ -98,7 +109,6 @@ def test_the_recorder_program_never_dies_on_an_existing_folder(tmp_path):
     """`python -m rnea_controller.tools.record` under a namespace, as demo.launch.py runs it."""
     import signal
     import subprocess
-    import sys
     (tmp_path / 'bag').mkdir()
     proc = subprocess.Popen([sys.executable, '-m', 'rnea_controller.tools.record', '-o',
                              str(tmp_path / 'bag'), 'joint_states', '--ros-args', '-r',
@@ -122,3 +132,54 @@ def test_the_recorder_program_never_dies_on_an_existing_folder(tmp_path):
     with Reader(tmp_path / 'bag-1') as reader:
         assert [c.topic for c in reader.connections] == ['/arm9/joint_states']
         assert reader.message_count == 50
+
+
+def test_the_demo_launch_records_with_ros2_bag_where_it_exists_else_with_ours(tmp_path):
+    command = recording_command(tmp_path / 'bag')
+    ros2_bag = record_command(tmp_path / 'bag', list(DEFAULT_TOPICS))
+    assert command == (ros2_bag or own_record_command(tmp_path / 'bag', list(DEFAULT_TOPICS)))
+    assert command[-len(DEFAULT_TOPICS):] == list(DEFAULT_TOPICS)
+
+
+def validate(bag, output):
+    done = subprocess.run([console_script('rnea-validate'), str(bag), '-o', str(output),
+                           '--no-progress', '--no-plots'], capture_output=True, text=True,
+                          timeout=300)
+    verdict = [line for line in done.stdout.splitlines() if line.startswith('result: ')]
+    return done.returncode, verdict, done.stdout + done.stderr
+
+
+def recorded_topics(bag):
+    with Reader(bag) as reader:
+        return {c.topic: c.msgtype for c in reader.connections if c.msgcount}
+
+
+@pytest.mark.integration
+def test_ros2_bag_and_our_recorder_give_rnea_validate_the_same_run(tmp_path, processes):
+    """Where rosbag2 is installed, demo.launch.py records with `ros2 bag record` (the command
+    of `record_command`): one run of the simulated arm, the controller and the demo motion,
+    recorded by both side by side, gives the validator the same topics and the same verdict."""
+    topics = list(DEFAULT_TOPICS)
+    ros2_bag = record_command(tmp_path / 'ros2_bag', topics)
+    if ros2_bag is None:
+        pytest.skip('rosbag2 is not installed here (no `ros2 bag`): demo.launch.py records '
+                    'with rnea_controller.tools.record, whose bags test_demo validates')
+    sim = processes.start([console_script('rnea-sim')])
+    recorders = [processes.start(ros2_bag, 'ros2-bag'),
+                 processes.start(own_record_command(tmp_path / 'ours', topics), 'ours')]
+    controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
+                                  '0', '--ros-args', '-p', 'state_timeout:=0.5'])
+    sent = subprocess.run([console_script('rnea-send-trajectory'), '--demo', '--duration', '4',
+                           '--wait-active', '--wait', '120'], capture_output=True, text=True,
+                          timeout=180)
+    assert sent.returncode == 0, sent.stdout + sent.stderr + processes.output(controller)
+    time.sleep(6.0)  # the motion (4 s) and a hold after it
+    for recorder in recorders:
+        assert processes.stop(recorder, timeout=30.0) == 0, processes.output(recorder)
+    processes.stop(controller)
+    processes.stop(sim)
+    theirs, ours = (validate(tmp_path / name, tmp_path / f'{name}_validation')
+                    for name in ('ros2_bag', 'ours'))
+    assert theirs[0] in (0, 1) and theirs[1], theirs[2]
+    assert (theirs[0], theirs[1]) == (ours[0], ours[1]), (theirs[2], ours[2])
+    assert recorded_topics(tmp_path / 'ros2_bag') == recorded_topics(tmp_path / 'ours')

@@ -217,6 +217,15 @@ def start_arm(processes, *sim_parameters):
     return sim, controller
 
 
+def streaming(probe, processes, sim, controller):
+    """Wait until the probe has both streams: 200 references and 200 joint states. The
+    controller's references can reach this probe before the simulator's first state does (two
+    publishers, discovered one after the other on a loaded host): waiting for the references
+    alone left `probe.states` empty at times (IndexError in `colcon test` beside other tests)."""
+    assert wait_for(lambda: len(probe.references) > 200 and len(probe.states) > 200, 90.0), (
+        processes.output(sim) + processes.output(controller))
+
+
 def compiled_while_active(output):
     """numba's cache lines logged after the node went active: compiles (or cache loads) in the
     loop, which stall a tick (a cold compile of the prediction took ~0.36 s)."""
@@ -228,8 +237,7 @@ def compiled_while_active(output):
 @pytest.mark.integration
 def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(processes, probe):
     sim, controller = start_arm(processes, 'publish_velocity:=false')
-    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
-        processes.output(sim) + processes.output(controller))
+    streaming(probe, processes, sim, controller)
     assert len(probe.states[-1].velocity) == 0
     start = np.array(probe.references[-1].position)
     goal = start + np.array([0.2, -0.15, 0.1, 0.0, 0.0, 0.0])
@@ -248,8 +256,7 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
 @pytest.mark.integration
 def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     sim, controller = start_arm(processes, 'publish_rate:=500.0', 'publish_jitter:=0.0003')
-    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
-        processes.output(sim) + processes.output(controller))
+    streaming(probe, processes, sim, controller)
     assert wait_for(lambda: len(probe.diagnostics) >= 3, 10.0)
     # the stream: 2 ms between stamps (this Python subscriber may miss some on a loaded machine)
     steps = np.diff([stamp(m) for m in probe.states[-200:]])

@@ -1,8 +1,9 @@
 """Console script `rnea-controller`: the controller node (node.py) in its executor.
 
-Command-line options come before `--ros-args` (`--urdf FILE`, and realtime.py's scheduling
-options); ROS arguments after it. Start-up: an out-of-range parameter ends the program with
-one line naming it (exit code 1). Ctrl-C or SIGTERM: the final command, then exit 0.
+Command-line options come before `--ros-args` (`--urdf FILE`, a URDF or .xacro file, and
+realtime.py's scheduling options); ROS arguments after it. Start-up: an out-of-range parameter
+or an unreadable --urdf ends the program with one line naming it (exit code 1). Ctrl-C or
+SIGTERM: the final command, then exit 0.
 """
 import argparse
 import gc
@@ -13,7 +14,8 @@ from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 
-from rnea_controller.errors import ParameterError
+from rnea_controller.description_file import read_description
+from rnea_controller.errors import ParameterError, UrdfError
 from rnea_controller.ros import realtime
 from rnea_controller.ros.node import ControllerNode
 
@@ -23,8 +25,8 @@ def _options(args):
                                      description=ControllerNode.__doc__.split(' (')[0])
     realtime.add_arguments(parser)
     parser.add_argument('--urdf', metavar='FILE',
-                        help='read robot_description from this URDF file (instead of the '
-                             'parameter or topic)')
+                        help='read robot_description from this URDF or .xacro file (instead '
+                             'of the parameter or topic)')
     return parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
 
 
@@ -33,8 +35,11 @@ def main(args=None):
     options = _options(args)
     overrides = []
     if options.urdf:
-        with open(options.urdf, encoding='utf-8') as file:
-            overrides.append(Parameter('robot_description', value=file.read()))
+        try:
+            text = read_description(options.urdf)
+        except UrdfError as error:
+            sys.exit(f'rnea-controller: --urdf: {error}')
+        overrides.append(Parameter('robot_description', value=text))
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)

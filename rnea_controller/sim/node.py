@@ -55,8 +55,9 @@ from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from rnea_controller.description_file import read_description
 from rnea_controller.dynamics.model import default_urdf_path
-from rnea_controller.errors import ParameterError, RneaControllerError
+from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
 from rnea_controller.interrupt import interrupt_once
 from rnea_controller.sim.plant import CommandHold, measure, Plant, PlantOptions
 
@@ -66,7 +67,7 @@ STATUS_NAME = 'rnea_sim: plant'
 
 PARAMETERS = {  # name: (default or type when unset, description)
     'robot_description': ('', 'URDF text; empty: read urdf_file'),
-    'urdf_file': ('', 'URDF path; empty: the bundled arm'),
+    'urdf_file': ('', 'URDF or .xacro path; empty: the bundled arm'),
     'joints': (Parameter.Type.STRING_ARRAY, 'order of the command array; unset: all joints'),
     'command_topic': ('effort_controller/commands', 'effort command topic (relative)'),
     'initial_positions': (Parameter.Type.DOUBLE_ARRAY,
@@ -129,15 +130,14 @@ def _nonnegative(values, name):
 
 
 def read_urdf(robot_description, urdf_file):
-    """The URDF: `robot_description` if set, else the file `urdf_file`, else the bundled arm."""
+    """The URDF: `robot_description` if set, else the file `urdf_file` (URDF, or .xacro run
+    through xacro), else the bundled arm."""
     if robot_description:
         return robot_description
-    path = urdf_file or default_urdf_path()
     try:
-        with open(path, encoding='utf-8') as file:
-            return file.read()
-    except OSError as error:
-        raise ParameterError(f"parameter 'urdf_file': cannot read {path}: {error}") from error
+        return read_description(urdf_file or default_urdf_path())
+    except UrdfError as error:
+        raise ParameterError(f"parameter 'urdf_file': {error}") from error
 
 
 def sim_config(values):

@@ -69,6 +69,18 @@ def record_command(path, topics):
     return [ros2, 'bag', 'record', '-s', 'mcap', '-o', str(path), *topics]
 
 
+def own_record_command(path, topics):
+    """This module as a program, recording `topics` into a new MCAP bag at `path`."""
+    return [sys.executable, '-m', 'rnea_controller.tools.record', '-o', str(path), *topics]
+
+
+def recording_command(path, topics=None):
+    """What demo.launch.py runs to record `topics` (default DEFAULT_TOPICS) into `path`:
+    `ros2 bag record` where rosbag2 is installed, else this module (`own_record_command`)."""
+    topics = list(topics or DEFAULT_TOPICS)
+    return record_command(path, topics) or own_record_command(path, topics)
+
+
 class BagRecorder:
     """Writes messages of `topics` {name: 'pkg/msg/Type'} to a new MCAP bag at `path`.
 
