@@ -4,7 +4,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from rnea_controller import gravity_torques, RobotModel
+from rnea_controller import DescriptionWarning, gravity_torques, RobotModel
 from rnea_controller.control.law import Controller, default_gains, validate_parameters
 from rnea_controller.control.parameters import defaults
 from rnea_controller.errors import ParameterError
@@ -291,3 +291,36 @@ def test_mimic_joints_are_never_controlled_and_uncontrolled_ones_need_no_effort_
     cfg = validate_parameters({'joints': [*arm, 'panda_finger_joint1'],
                                'effort_limits.panda_finger_joint1': 20.0}, no_limit)
     assert cfg.effort_limits[-1] == 20.0
+
+
+def one_link_arm(izz):
+    """A revolute joint about z carrying a 1 kg link whose centre of mass is on the axis, so
+    that M = izz exactly [kg·m²] (the oracle: the physics of a body spinning about its com)."""
+    return ('<robot name="one"><link name="base"/><link name="arm"><inertial><mass value="1"/>'
+            f'<inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="{izz}"/>'
+            '</inertial></link>'
+            '<joint name="j" type="revolute"><parent link="base"/><child link="arm"/>'
+            '<axis xyz="0 0 1"/><limit effort="10" velocity="1" lower="-1" upper="1"/>'
+            '</joint></robot>')
+
+
+def test_an_inertia_that_turns_computed_torque_around_is_refused_at_configure():
+    """A negative moment within the description's warning band (romeo_laas_small's hips) loads
+    with a warning; where it makes M(q0) of a controlled joint negative, the controller refuses:
+    computed torque M (Kp e) would push away from the goal."""
+    with pytest.warns(DescriptionWarning, match='not positive semi-definite'):
+        model = RobotModel.from_urdf_string(one_link_arm(-0.005))
+    oracle = pin.buildModelFromXML(one_link_arm(-0.005))
+    assert pin.crba(oracle, oracle.createData(), np.zeros(1))[0, 0] == pytest.approx(-0.005)
+    with pytest.raises(ParameterError, match=r'M\(q0\) of the controlled joints is not positive '
+                       r'definite \(eigenvalues -0.005 to -0.005 kg·m²\)'):
+        validate_parameters({}, model)
+    validate_parameters({}, RobotModel.from_urdf_string(one_link_arm(0.005)))
+
+
+def test_romeo_with_its_warned_hip_inertias_configures():
+    """Its hips' -5 % moments are outweighed in M(q) by the legs below them."""
+    with pytest.warns(DescriptionWarning, match="'LHipPitch_link'"):
+        model = RobotModel.from_urdf_file(
+            robot_data_urdf('romeo_description/urdf/romeo_laas_small.urdf'))
+    assert validate_parameters({}, model).joints

@@ -197,8 +197,7 @@ def default_gains(model: RobotModel, index: np.ndarray,
     """
     scale = np.ones(len(index))
     if law == 'feedforward_pd':
-        q0 = np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
-        scale = np.maximum(np.diag(mass_matrix(model, q0))[index], MIN_JOINT_INERTIA)
+        scale = np.maximum(np.diag(mass_matrix(model, _q0(model)))[index], MIN_JOINT_INERTIA)
     return NATURAL_FREQUENCY**2 * scale, 2.0 * NATURAL_FREQUENCY * scale
 
 
@@ -272,14 +271,33 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         friction_width=float(values['friction_velocity_width']), values=values)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
+    _check_inertia_positive(model, index)
     return ControllerConfig(**config)
 
 
+def _q0(model):
+    """The zero position clipped into the joint limits [rad or m]."""
+    return np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
+
+
 def _check_gravity_finite(model):
-    q0 = np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
-    if not np.all(np.isfinite(_gravity_rows(model, q0))):
+    if not np.all(np.isfinite(_gravity_rows(model, _q0(model)))):
         raise ParameterError('the gravity torque of this configuration is not finite '
                              '(payload and gravity too large together)')
+
+
+def _check_inertia_positive(model, index):
+    """ParameterError if M(q0) of the controlled joints has a negative eigenvalue beyond
+    round-off: computed torque would then accelerate a joint against its error. A link's
+    inertia that no rigid body has (a description warning) can do that; payloads cannot."""
+    M = mass_matrix(model, _q0(model))[np.ix_(index, index)]
+    eigenvalues = np.linalg.eigvalsh(M)
+    if eigenvalues[0] < -1e-9 * max(eigenvalues[-1], 0.0):
+        raise ParameterError('the joint-space inertia M(q0) of the controlled joints is not '
+                             f'positive definite (eigenvalues {eigenvalues[0]:.3g} to '
+                             f'{eigenvalues[-1]:.3g} kg·m²): a link inertia of the description '
+                             'is wrong (see its warnings); computed torque would push the '
+                             'wrong way')
 
 
 def law_model(cfg: dict | ControllerConfig) -> LawModel:

@@ -23,6 +23,10 @@ INERTIA_TOLERANCE = 1e-6
 # are 1e-6 kg·m² and legged robots' base links 3e-6 with moments of ±2e-22 (CAD round-off).
 INERTIA_RELATIVE = 1e-9
 INERTIA_FLOOR = 1e-12  # [kg·m²] 1 mg at 1 mm
+# Beyond round-off but above -INERTIA_INVALID × the largest: a published model's error (Romeo's
+# hip links: -5 %), loaded with a warning as Pinocchio loads it; below, refused (a negated
+# moment, -100 %, is what a hostile or broken description has).
+INERTIA_INVALID = 0.1
 # Bounds of a plausible arm, far above any real one, so that the law cannot overflow:
 MAX_LINK_MASS = 1e4  # [kg]
 MAX_LENGTH = 1e3  # [m] centre of mass offsets and joint placements
@@ -112,12 +116,14 @@ def check_inertial(link: LinkSpec, error: ErrorType = UrdfError, on_base: bool =
 
     Refused: a mass m not finite, negative or above MAX_LINK_MASS [kg] (0: a massless frame
     link); a centre of mass not finite or beyond MAX_LENGTH [m]; an inertia about it not finite,
-    above MAX_PRINCIPAL_MOMENT [kg·m²], or not positive semi-definite: a principal moment below
-    -(INERTIA_RELATIVE × the largest + INERTIA_FLOOR). Warned: principal moments I1 ≤ I2 ≤ I3
-    with I3 > I1 + I2 beyond that tolerance (the triangle inequality, which any real mass
-    distribution obeys; textbooks' diag(0.2, 0.2, 0.8) breaks it), and, on a link of the fixed
-    base (`on_base`: its inertia never enters the dynamics), an inertia not positive
-    semi-definite.
+    above MAX_PRINCIPAL_MOMENT [kg·m²], or not positive semi-definite beyond what a published
+    model has: a principal moment below -INERTIA_INVALID × the largest. Warned: a principal
+    moment below -(INERTIA_RELATIVE × the largest + INERTIA_FLOOR), round-off, but not that far;
+    principal moments I1 ≤ I2 ≤ I3 with I3 > I1 + I2 beyond that tolerance (the triangle
+    inequality, which any real mass distribution obeys; textbooks' diag(0.2, 0.2, 0.8) breaks
+    it); and, on a link of the fixed base (`on_base`: its inertia never enters the dynamics),
+    any inertia not positive semi-definite. The controller also checks that the joint-space
+    inertia M(q0) is positive definite (`control.law.validate_parameters`).
     """
     at = here('link', link.name, link.where)
     if not np.isfinite(link.mass) or link.mass < 0.0:
@@ -139,12 +145,17 @@ def _check_principal_moments(at, moments, error, on_base):
     if moments[2] > MAX_PRINCIPAL_MOMENT:
         raise error(f'{at}: inertia is above the bound of {MAX_PRINCIPAL_MOMENT:g} kg·m² '
                     f'{shown}')
-    tolerance = INERTIA_RELATIVE * np.max(np.abs(moments)) + INERTIA_FLOOR
+    largest = np.max(np.abs(moments))
+    tolerance = INERTIA_RELATIVE * largest + INERTIA_FLOOR
     if moments[0] < -tolerance:
-        if not on_base:
+        if on_base:
+            return warn(f'{at}: inertia is not positive semi-definite {shown}; loaded, as a '
+                        'link of the fixed base never enters the dynamics')
+        if moments[0] < -INERTIA_INVALID * largest:
             raise error(f'{at}: inertia is not positive semi-definite {shown}')
-        return warn(f'{at}: inertia is not positive semi-definite {shown}; loaded, as a link '
-                     'of the fixed base never enters the dynamics')
+        return warn(f'{at}: inertia is not positive semi-definite {shown}, which no rigid body '
+                    f'is; loaded as given (its negative moment is within {INERTIA_INVALID:.0%} '
+                    'of the largest, as published models have: fix the URDF)')
     if moments[2] > moments[0] + moments[1] + tolerance:
         warn(f'{at}: inertia breaks the triangle inequality {shown}: the largest exceeds the '
               'sum of the other two, which no rigid body can; loaded as given')
