@@ -16,6 +16,13 @@ Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w), with b =
 friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], w =
 friction_velocity_width [rad/s]. It uses the DESIRED velocity: noise-free and known ahead;
 the measured qd would feed sensor noise through the (smoothed) sign function and chatter.
+Unset, b and c are the URDF's `<dynamics damping friction>` (0 where absent).
+
+Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
+(`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
+feedforward_pd default gains' M_ii, include it. A geared joint's rotor inertia (~0.1 kg·m²)
+can be 100-1000× its wrist link's, and computed torque's gains act through M: untold, the
+stiffness the joint gets is a fraction of Kp.
 
 `robot_compensates_gravity` (arms that add g(q) themselves: Franka, KUKA FRI): the published
 effort is the law's torque minus g(q) at the measured q (g of this model, payload included:
@@ -96,8 +103,8 @@ class LawWork(structref.StructRefProxy):
     reads those (`Controller`), compiled code writes them."""
 
 
-LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'v0', 'a0',
-                    'index', 'kp', 'kd', 'limits', 'viscous', 'coulomb', 'width', 'pd',
+LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
+                    'a0', 'index', 'kp', 'kd', 'limits', 'viscous', 'coulomb', 'width', 'pd',
                     'compensate')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation')
@@ -123,7 +130,8 @@ class ControllerConfig:
     index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; timeouts [s];
-    law_model: the compiled law's LawModel; values: the parameter values.
+    law_model: the compiled law's LawModel; values: the parameter values; notes: what the
+    configuration took from the URDF rather than from a parameter (the node logs them).
     """
 
     model: RobotModel
@@ -149,6 +157,7 @@ class ControllerConfig:
     friction_width: float
     law_model: LawModel
     values: dict
+    notes: tuple = ()
 
 
 def _controlled_joints(values, model):
@@ -159,6 +168,29 @@ def _controlled_joints(values, model):
             raise ParameterError(f'joints: {name!r} is not a joint of the model '
                                  f'({", ".join(model.joint_names)})')
     return tuple(joints)
+
+
+def _with_armature(values, model, joints):
+    """The model with `armature.<joint>` [kg·m²] set on the joints that have one."""
+    armature = np.array(model.armature)
+    for joint in joints:
+        value = values.get(f'armature.{joint}')
+        if value is not None:
+            armature[model.joint_index(joint)] = value
+    return model.with_armature(armature)
+
+
+def _friction(values, model, joints, index):
+    """(viscous, coulomb, notes): `friction.<joint>.*`, unset ones from the URDF's
+    `<dynamics damping friction>`; notes name the URDF values taken."""
+    viscous = _per_joint(values, joints, 'friction.{}.viscous', model.damping[index])
+    coulomb = _per_joint(values, joints, 'friction.{}.coulomb', model.friction[index])
+    taken = [f'{joint} {kind} {value:g}' for k, joint in enumerate(joints)
+             for kind, value in (('viscous', viscous[k]), ('coulomb', coulomb[k]))
+             if value and values.get(f'friction.{joint}.{kind}') is None]
+    notes = ('friction from the URDF <dynamics> (no friction.<joint> parameter): '
+             + ', '.join(taken),) if taken else ()
+    return viscous, coulomb, notes
 
 
 def _with_payload_and_gravity(values, model):
@@ -232,10 +264,10 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     joints = _controlled_joints(values, model)
     _check_each(values, joints)
     law = values['control_law']
-    model = _with_payload_and_gravity(values, model)
+    model = _with_payload_and_gravity(values, _with_armature(values, model, joints))
     index = np.array([model.joint_index(name) for name in joints], dtype=np.int64)
     kp0, kd0 = default_gains(model, index, law)
-    zeros = np.zeros(len(joints))
+    viscous, coulomb, notes = _friction(values, model, joints, index)
     config = dict(
         model=model, joints=joints, index=index, law=law,
         kp=_per_joint(values, joints, 'gains.{}.p', kp0),
@@ -249,9 +281,8 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         external_wrench_timeout=values['external_wrench_timeout'],
         law_failure_timeout=values['law_failure_timeout'],
         compensates_gravity=values['robot_compensates_gravity'],
-        viscous=_per_joint(values, joints, 'friction.{}.viscous', zeros),
-        coulomb=_per_joint(values, joints, 'friction.{}.coulomb', zeros),
-        friction_width=float(values['friction_velocity_width']), values=values)
+        viscous=viscous, coulomb=coulomb,
+        friction_width=float(values['friction_velocity_width']), values=values, notes=notes)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     return ControllerConfig(**config)
@@ -488,8 +519,9 @@ def _law(model, work, f_body, q, qd, ref, step):
     rows = 3 if model.compensate else 2
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
-                           model.p_tree, model.I, work.Q[:rows], work.QD[:rows],
-                           work.QDD[:rows], model.v0, model.a0, f_body[:rows], T[:rows])
+                           model.p_tree, model.I, model.armature, work.Q[:rows],
+                           work.QD[:rows], work.QDD[:rows], model.v0, model.a0, f_body[:rows],
+                           T[:rows])
     raw = work.raw
     for k in range(model.index.shape[0]):
         i = model.index[k]

@@ -55,6 +55,8 @@ class JointSpec:
     velocity: float = np.inf
     mimic: str | None = None
     where: str = ''
+    damping: float = 0.0  # URDF <dynamics damping> [N·m·s/rad or N·s/m]
+    friction: float = 0.0  # URDF <dynamics friction> [N·m or N]
 
 
 @dataclass(frozen=True)

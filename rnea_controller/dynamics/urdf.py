@@ -3,6 +3,7 @@
 Reads what the dynamics needs (http://wiki.ros.org/urdf/XML): `<link><inertial>`,
 `<joint>` with `type`, `<origin xyz rpy>`, `<parent>`, `<child>`, `<axis>`, `<limit>` and
 `<mimic>`. Visual, collision, transmission, gazebo and other elements are ignored.
+`<dynamics damping friction>` is read too (the controller's friction defaults).
 """
 import xml.parsers.expat
 
@@ -151,4 +152,15 @@ def _joint(element):
     mimic = element.find('mimic')
     return JointSpec(name, kind, links['parent'], links['child'], R, p, axis,
                      lower, upper, effort, velocity,
-                     mimic.attrib.get('joint', '?') if mimic is not None else None, where)
+                     mimic.attrib.get('joint', '?') if mimic is not None else None, where,
+                     *_dynamics(element.find('dynamics'), what))
+
+
+def _dynamics(element, what):
+    """(damping, friction) of `<dynamics damping friction>` (0 where absent), each ≥ 0."""
+    values = [_numbers(element, key, 1, (0.0,), what)[0] for key in ('damping', 'friction')]
+    for key, value in zip(('damping', 'friction'), values):
+        if value < 0:
+            raise UrdfError(f'{what}: <dynamics {key}="{value:g}"> (line {element.line}) must '
+                            'not be negative')
+    return values
