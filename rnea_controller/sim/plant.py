@@ -41,10 +41,11 @@ class PlantOptions:
     """Plant parameters the controller does not know (all zero: the URDF exactly).
 
     timestep [s]; armature [kg·m²], damping [N·m·s/rad] and friction [N·m]: one value for
-    every joint or one per joint (in plant joint order); payload_mass [kg]; payload_com [m] in payload_link's frame;
-    payload_link: a URDF link name, or '' for the last link; clamp_effort: clip the applied
-    effort to the URDF `<limit effort>` like a drive does; compensates_gravity: add the nominal
-    g(q) to every command (the robot-side gravity compensation of Franka and KUKA FRI).
+    every joint or one per joint (in plant joint order); payload_mass [kg]; payload_com [m] in
+    payload_link's frame; payload_link: a URDF link name, or '' for the last link;
+    clamp_effort: clip the applied effort to the URDF `<limit effort>` like a drive does;
+    compensates_gravity: add the nominal g(q) to every command (the robot-side gravity
+    compensation of Franka and KUKA FRI).
     """
 
     timestep: float = 0.001
