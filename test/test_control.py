@@ -325,3 +325,26 @@ def test_urdf_friction_is_the_default_a_parameter_overrides_and_a_note_names(rob
         assert f'{first} viscous' not in override.notes[0]
     else:
         assert cfg.notes == ()
+
+
+def test_feedback_inertia_floor_adds_the_missing_inertia_to_the_feedback(robot):
+    """feedback_inertia_floor (issue 23): computed torque = Pinocchio's RNEA with the law's qdd
+    plus max(0, floor - M_ii(q0))·(Kp e + Kd ed), M_ii by Pinocchio's crba; feedforward_pd's
+    default gains scale by max(M_ii(q0), floor)."""
+    model, oracle = robot
+    floor = 0.5
+    cfg = validate_parameters({'feedback_inertia_floor': floor}, model)
+    q0 = np.clip(np.zeros(model.n), *model.position_limits.T)
+    M, _ = oracle.crba_and_bias(q0, np.zeros(model.n))
+    boost = np.maximum(floor - np.diag(M), 0.0)
+    assert np.any(boost > 0) and np.any(boost == 0)  # both kinds of joint on these arms
+    q, qd, ref = random_state(model, np.random.default_rng(7))
+    tau = Controller(cfg).command(cfg, q, qd, ref)
+    feedback = cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+    expected = (oracle.rnea(q, qd, ref[2] + feedback) + boost * feedback
+                + oracle.friction(ref[1]))
+    np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                               rtol=1e-9, atol=1e-9)
+    pd = validate_parameters({'feedback_inertia_floor': floor, 'control_law': 'feedforward_pd'},
+                             model)
+    np.testing.assert_allclose(pd.kp, 400.0 * np.maximum(np.diag(M), floor), rtol=1e-9)

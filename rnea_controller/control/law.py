@@ -50,6 +50,11 @@ natural frequency ω = 20 rad/s. computed_torque: Kp = ω² = 400 1/s², Kd = 2�
 feedforward_pd: the same scaled by the joint's own inertia, Kp = ω² M_ii(q0), Kd = 2ω M_ii(q0)
 [N·m/rad, N·m·s/rad], with M(q0) computed ONCE when the config is built (q0 = the zero
 position clipped into the joint limits; M_ii at least 1e-3 kg·m²).
+
+`feedback_inertia_floor` (issue 23, default off): the least inertia [kg·m²] through which a
+joint's feedback v = Kp e + Kd ed acts. computed_torque adds boost_i·v_i, boost_i =
+max(0, floor - M_ii(q0)); feedforward_pd's default gains scale by max(M_ii(q0), floor). For a
+geared arm whose rotor inertia is not (yet) told: the stiffness it keeps is Kp·floor.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,7 +96,8 @@ class _LawWorkType(_Record):
 
 class LawModel(structref.StructRefProxy):
     """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
-    controlled joints' `index`, gains `kp`, `kd`, `limits` [N·m], friction `viscous`,
+    controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
+    [kg·m²], `limits` [N·m], friction `viscous`,
     `coulomb`, `width`, and two switches `pd` (feedforward_pd) and `compensate` (the robot
     compensates gravity). Made by `law_model`; read by compiled code only."""
 
@@ -104,8 +110,8 @@ class LawWork(structref.StructRefProxy):
 
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
-                    'a0', 'index', 'kp', 'kd', 'limits', 'viscous', 'coulomb', 'width', 'pd',
-                    'compensate')
+                    'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
+                    'pd', 'compensate')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
@@ -129,7 +135,8 @@ class ControllerConfig:
     model: the RobotModel with payload and gravity applied; joints: controlled joint names;
     index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
-    viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; timeouts [s];
+    viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
+    computed torque's feedback gets on top of M (`feedback_boost`); timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -155,6 +162,7 @@ class ControllerConfig:
     viscous: np.ndarray
     coulomb: np.ndarray
     friction_width: float
+    boost: np.ndarray
     law_model: LawModel
     values: dict
     notes: tuple = ()
@@ -207,17 +215,37 @@ def _with_payload_and_gravity(values, model):
     return model.with_gravity(np.array(values['gravity'], dtype=float))
 
 
-def default_gains(model: RobotModel, index: np.ndarray,
-                  law: str) -> tuple[np.ndarray, np.ndarray]:
+def default_gains(model: RobotModel, index: np.ndarray, law: str,
+                  floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Gains of joints without configured ones: ω = NATURAL_FREQUENCY, critically damped.
 
-    computed_torque: (ω², 2ω) [1/s², 1/s]; feedforward_pd: (ω² M_ii, 2ω M_ii) at q0.
+    computed_torque: (ω², 2ω) [1/s², 1/s]; feedforward_pd: (ω² M_ii, 2ω M_ii) at q0, M_ii at
+    least MIN_JOINT_INERTIA and `floor` (feedback_inertia_floor) [kg·m²].
     """
     scale = np.ones(len(index))
     if law == 'feedforward_pd':
-        q0 = np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
-        scale = np.maximum(np.diag(mass_matrix(model, q0))[index], MIN_JOINT_INERTIA)
+        scale = np.maximum(_joint_inertias(model, index), max(MIN_JOINT_INERTIA, floor))
     return NATURAL_FREQUENCY**2 * scale, 2.0 * NATURAL_FREQUENCY * scale
+
+
+def feedback_boost(model: RobotModel, index: np.ndarray, law: str,
+                   floor: float) -> np.ndarray:
+    """max(0, floor - M_ii(q0)) [kg·m²] per controlled joint for computed_torque (else 0):
+    its feedback v = Kp e + Kd ed then acts through at least `floor`, tau += boost·v.
+
+    Computed torque's gains act through the model's M: a joint whose true inertia the model
+    misses (a geared joint's rotor, ~0.1 kg·m², against 1e-4 for a wrist link) gets a
+    stiffness Kp·M_ii that cannot move it against its friction.
+    """
+    if law != 'computed_torque' or floor <= 0.0:
+        return np.zeros(len(index))
+    return np.maximum(floor - _joint_inertias(model, index), 0.0)
+
+
+def _joint_inertias(model, index):
+    """M_ii(q0) [kg·m²] of the controlled joints, q0 = 0 clipped into the limits."""
+    q0 = np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
+    return np.diag(mass_matrix(model, q0))[index]
 
 
 def _per_joint(values, joints, pattern, fallback):
@@ -266,7 +294,8 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     law = values['control_law']
     model = _with_payload_and_gravity(values, _with_armature(values, model, joints))
     index = np.array([model.joint_index(name) for name in joints], dtype=np.int64)
-    kp0, kd0 = default_gains(model, index, law)
+    floor = float(values['feedback_inertia_floor'])
+    kp0, kd0 = default_gains(model, index, law, floor)
     viscous, coulomb, notes = _friction(values, model, joints, index)
     config = dict(
         model=model, joints=joints, index=index, law=law,
@@ -281,7 +310,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         external_wrench_timeout=values['external_wrench_timeout'],
         law_failure_timeout=values['law_failure_timeout'],
         compensates_gravity=values['robot_compensates_gravity'],
-        viscous=viscous, coulomb=coulomb,
+        viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
         friction_width=float(values['friction_velocity_width']), values=values, notes=notes)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
@@ -301,9 +330,9 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
     model = get('model')
     return _new_law_model(*rnea_kernel.model_arrays(model),
                           *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
-                          get('kd'), get('effort_limits'), get('viscous'), get('coulomb'),
-                          float(get('friction_width')), get('law') == 'feedforward_pd',
-                          bool(get('compensates_gravity')))
+                          get('kd'), get('boost'), get('effort_limits'), get('viscous'),
+                          get('coulomb'), float(get('friction_width')),
+                          get('law') == 'feedforward_pd', bool(get('compensates_gravity')))
 
 
 def _gravity_rows(model, q):
@@ -510,7 +539,8 @@ def _limit(raw, previous, limits, step, tau, saturation):
 def _law(model, work, f_body, q, qd, ref, step):
     """One tick's law in one compiled call; returns False if it was not finite.
 
-    tau_law = T[0] (computed_torque) or T[1] + Kp e + Kd ed (feedforward_pd), plus the friction
+    tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
+    (feedforward_pd), plus the friction
     feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) = T[2] if the robot compensates gravity;
     then `_limit`. feedforward = T[1] + friction. (numba's disk cache does not see edits to
     rnea_kernel.py: `Controller._compile` checks this kernel against `rnea` once.)
@@ -528,6 +558,7 @@ def _law(model, work, f_body, q, qd, ref, step):
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
         friction = model.viscous[k] * qd_d + model.coulomb[k] * np.tanh(qd_d / model.width)
         work.feedforward[k] = T[1, i] + friction
-        law = T[1, i] + model.kp[k] * e + model.kd[k] * ed if model.pd else T[0, i]
+        feedback = model.kp[k] * e + model.kd[k] * ed
+        law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
         raw[k] = law + friction - (T[2, i] if model.compensate else 0.0)
     return _limit(raw, work.previous, model.limits, step, work.tau, work.saturation)

@@ -129,6 +129,11 @@ TABLE = (
          '(feedforward_pd)', low=0.0, high=1e6),
     Spec('gains.<joint>.d', 'double', None, '1/s or N·m·s/rad', 'derivative gain Kd; unset: 40 '
          '1/s (computed_torque), 40·M_ii(q0) N·m·s/rad (feedforward_pd)', low=0.0, high=1e6),
+    Spec('feedback_inertia_floor', 'double', 0.0, 'kg·m^2', 'least inertia through which each '
+         "joint's PD feedback acts, for arms whose rotor inertia is not told (geared arms before "
+         'identification, docs/validation.md): computed_torque adds max(0, floor - M_ii(q0))·(Kp '
+         'e + Kd ed); the feedforward_pd default gains scale by max(M_ii(q0), floor); 0: off',
+         low=0.0, high=100.0),
     Spec('effort_limits.<joint>', 'double', None, 'N·m', 'effort limit override, at most the '
          'URDF <limit effort> (the smaller wins); unset: URDF', low=0.0, high=1e5,
          low_exclusive=True),
