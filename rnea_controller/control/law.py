@@ -97,9 +97,9 @@ class _LawWorkType(_Record):
 class LawModel(structref.StructRefProxy):
     """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
     controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
-    [kg·m²], `limits` [N·m], friction `viscous`,
-    `coulomb`, `width`, and two switches `pd` (feedforward_pd) and `compensate` (the robot
-    compensates gravity). Made by `law_model`; read by compiled code only."""
+    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, and two switches `pd`
+    (feedforward_pd) and `compensate` (the robot compensates gravity). Made by `law_model`;
+    read by compiled code only."""
 
 
 class LawWork(structref.StructRefProxy):
@@ -540,10 +540,10 @@ def _law(model, work, f_body, q, qd, ref, step):
     """One tick's law in one compiled call; returns False if it was not finite.
 
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
-    (feedforward_pd), plus the friction
-    feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) = T[2] if the robot compensates gravity;
-    then `_limit`. feedforward = T[1] + friction. (numba's disk cache does not see edits to
-    rnea_kernel.py: `Controller._compile` checks this kernel against `rnea` once.)
+    (feedforward_pd), plus the friction feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) =
+    T[2] if the robot compensates gravity; then `_limit`. feedforward = T[1] + friction.
+    (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
+    this kernel against `rnea` once.)
     """
     _assemble(model, work, q, qd, ref)
     rows = 3 if model.compensate else 2
