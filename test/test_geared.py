@@ -11,7 +11,7 @@ import json
 import math
 import subprocess
 
-from conftest import console_script, flatten
+from conftest import console_script, flatten, Processes, wait_for
 import numpy as np
 import pytest
 import yaml
@@ -168,3 +168,23 @@ def test_the_round_trip_with_the_real_programs(tmp_path):
     assert identified <= 2.0 * told, (identified, told)
     plain, _ = demo(tmp_path, 'plain')
     assert told <= 3.0 * plain, (told, plain)
+
+
+@pytest.mark.integration
+def test_the_node_takes_and_logs_the_urdf_friction_a_parameter_overrides(tmp_path):
+    """<dynamics damping friction> gives friction.<joint>.* defaults, said at configure."""
+    urdf = tmp_path / 'arm.urdf'
+    urdf.write_text(URDF.replace('<child link="forearm_link"/>', '<child link="forearm_link"/>'
+                                 '<dynamics damping="4.5" friction="0.75"/>'))
+    procs = Processes(tmp_path)
+    try:
+        proc = procs.start([console_script('rnea-controller'), '--urdf', str(urdf),
+                            '--ros-args', '-r', '__ns:=/urdf_friction', '-p',
+                            'friction.elbow_joint.coulomb:=0.5'])
+        assert wait_for(lambda: 'active' in procs.output(proc), 120.0), procs.output(proc)
+        log = procs.output(proc)
+        note = 'friction from the URDF <dynamics> (no friction.<joint> parameter): elbow_joint'
+        assert f'{note} viscous 4.5' in log, log
+        assert 'coulomb 0.75' not in log
+    finally:
+        procs.close()
