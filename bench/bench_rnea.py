@@ -4,6 +4,8 @@ For UR5 (6 joints) and Panda (7 joints, fingers locked), on the same random stat
 - single call: our `rnea`, our readable `rnea_reference`, and `pinocchio.rnea` from Python;
 - batched over N = 10,000 states: our `rnea` on (N, n) arrays against a Python loop over
   `pinocchio.rnea`.
+- the controller's law tick (`Controller.command`, one compiled call: RNEA rows, friction,
+  limits) with rotor inertia (`armature.<joint>`, issue 23) off and on, repeats interleaved.
 Times are the best of several repeats (timeit's advice: on a shared, noisy machine the minimum
 is the figure least disturbed by other load); the ratios compare runs made moments apart in one
 process, so they hold even when the absolute figures move. Targets (issue 2): Panda single
@@ -17,6 +19,7 @@ import numpy as np
 import pinocchio as pin
 
 from rnea_controller import rnea, rnea_reference, RobotModel
+from rnea_controller.control.law import Controller, validate_parameters
 
 ROBOTS = Path(sysconfig.get_paths()['purelib']) / 'cmeel.prefix/share/example-robot-data/robots'
 ARMS = {
@@ -71,8 +74,32 @@ def bench_arm(name, relative, locked):
                 pinocchio=pinocchio, batch=batch, loop=loop)
 
 
+def law_tick_us(model, values, calls=20_000):
+    """A function timing `calls` law ticks at one fixed state (as the node's tick passes the
+    same arrays): mean µs per tick."""
+    cfg = validate_parameters(values, model)
+    controller = Controller(cfg)
+    rng = np.random.default_rng(1)
+    q, qd = rng.uniform(-1, 1, (2, model.n))
+    ref = np.vstack([q + 0.01, qd, np.zeros(model.n)])
+    return lambda: per_call_us(lambda: controller.command(cfg, q, qd, ref), calls, repeats=1)
+
+
+def bench_law(name, relative, locked, rounds=7):
+    """Law tick [µs] with armature off and on: best of `rounds` interleaved repeats."""
+    model = RobotModel.from_urdf_file(ROBOTS / relative, locked_joints=locked)
+    geared = {f'armature.{j}': 0.1 for j in model.joint_names}
+    off, on = law_tick_us(model, {}), law_tick_us(model, geared)
+    times = {'off': [], 'on': []}
+    for _ in range(rounds):
+        times['off'].append(off())
+        times['on'].append(on())
+    return dict(name=name, off=min(times['off']), on=min(times['on']))
+
+
 def main():
     rows = [bench_arm(name, *spec) for name, spec in ARMS.items()]
+    laws = [bench_law(name, *spec) for name, spec in ARMS.items()]
     print('\nRNEA, single call [µs per call] (best of 7 repeats)')
     print(f'{"arm":<7}{"n":>3}{"rnea":>10}{"reference":>12}{"pinocchio":>11}'
           f'{"rnea/pin":>10}{"ref/rnea":>10}{"max |Δτ| vs pin":>18}')
@@ -85,6 +112,11 @@ def main():
     for r in rows:
         ratio = r['loop'] / r['batch']
         print(f'{r["name"]:<7}{r["batch"]:>13.3f}{r["loop"]:>20.3f}{ratio:>11.1f}')
+    print('\nlaw tick (Controller.command) [µs per tick], rotor inertia off / on '
+          '(armature.<joint> 0.1 kg·m²), best of 7 interleaved repeats')
+    print(f'{"arm":<7}{"off":>8}{"on":>8}{"on/off":>8}')
+    for r in laws:
+        print(f'{r["name"]:<7}{r["off"]:>8.2f}{r["on"]:>8.2f}{r["on"] / r["off"]:>8.2f}')
     panda = rows[-1]
     verdicts = [('Panda single call ≤ 20 µs', panda['ours'] <= 20.0),
                 ('batched ≤ 1 µs per sample', all(r['batch'] <= 1.0 for r in rows)),

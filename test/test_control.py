@@ -39,6 +39,12 @@ class Oracle:
             args.append(fext)
         return pin.rnea(self.model, self.data, *args)[self.order]
 
+    def friction(self, qd_d, index=slice(None)):
+        """The law's friction feedforward from the URDF's <dynamics> as Pinocchio reads it
+        (model.damping, model.friction), at the default width 0.01 rad/s."""
+        b, c = (x[self.order][index] for x in (self.model.damping, self.model.friction))
+        return b * qd_d + c * np.tanh(qd_d / 0.01)
+
     def crba_and_bias(self, q, qd):
         M = pin.crba(self.model, self.data, self.to_pin(q))
         M = np.triu(M) + np.triu(M, 1).T
@@ -80,11 +86,13 @@ def test_computed_torque_equals_pinocchio_rnea_and_crba(robot):
         tau = controller.command(cfg, q, qd, ref).copy()
         qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
         expected = oracle.rnea(q, qd, qdd)
-        np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+        np.testing.assert_allclose(tau, np.clip(expected + oracle.friction(ref[1]),
+                                                -cfg.effort_limits, cfg.effort_limits),
                                    rtol=1e-9, atol=1e-9)
         M, h = oracle.crba_and_bias(q, qd)
         np.testing.assert_allclose(expected, M @ qdd + h, rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref), atol=1e-9)
+        np.testing.assert_allclose(controller.feedforward,
+                                   oracle.rnea(*ref) + oracle.friction(ref[1]), atol=1e-9)
     assert cfg.kp[0] == 90.0 and cfg.kp[1] == 400.0 and cfg.kd[0] == 40.0
 
 
@@ -101,9 +109,12 @@ def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot)
         args = (q, qd, ref) if k % 4 != 3 else (q.copy(), qd.copy(), ref.copy())
         tau = controller.command(cfg, *args).copy()
         qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
-        np.testing.assert_allclose(tau, np.clip(oracle.rnea(q, qd, qdd), -cfg.effort_limits,
-                                                cfg.effort_limits), rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref), atol=1e-9)
+        friction = oracle.friction(ref[1])
+        np.testing.assert_allclose(tau, np.clip(oracle.rnea(q, qd, qdd) + friction,
+                                                -cfg.effort_limits, cfg.effort_limits),
+                                   rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref) + friction,
+                                   atol=1e-9)
     assert controller._entry is not None and controller._entry[1][3] is q  # taken
 
 
@@ -114,7 +125,8 @@ def test_feedforward_pd_equals_pinocchio_rnea_plus_pd(robot):
     for _ in range(20):
         q, qd, ref = random_state(model, rng)
         tau = controller.command(cfg, q, qd, ref)
-        expected = oracle.rnea(*ref) + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+        expected = (oracle.rnea(*ref) + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+                    + oracle.friction(ref[1]))
         np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
                                    rtol=1e-9, atol=1e-9)
 
@@ -140,7 +152,7 @@ def test_joints_not_controlled_enter_rnea_at_their_measured_state(robot):
     tau = Controller(cfg).command(cfg, q, qd, ref)
     qdd = np.zeros(model.n)
     qdd[cfg.index] = ref[2] + 400.0 * (ref[0] - q[cfg.index]) + 40.0 * (ref[1] - qd[cfg.index])
-    expected = oracle.rnea(q, qd, qdd)[cfg.index]
+    expected = oracle.rnea(q, qd, qdd)[cfg.index] + oracle.friction(ref[1], cfg.index)
     np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
                                rtol=1e-9, atol=1e-9)
 
@@ -163,7 +175,8 @@ def test_payload_gravity_and_external_wrench_match_pinocchio(robot):
     wrench = np.array([3.0, -2.0, 5.0, 0.2, 0.1, -0.3])
     tau = Controller(cfg).command(cfg, q, qd, ref, f_ext={link: wrench})
     qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
-    expected = with_payload.rnea(q, qd, qdd, with_payload.link_wrench(link, wrench))
+    expected = (with_payload.rnea(q, qd, qdd, with_payload.link_wrench(link, wrench))
+                + oracle.friction(ref[1]))
     np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
                                rtol=1e-9, atol=1e-9)
 
@@ -324,3 +337,70 @@ def test_romeo_with_its_warned_hip_inertias_configures():
         model = RobotModel.from_urdf_file(
             robot_data_urdf('romeo_description/urdf/romeo_laas_small.urdf'))
     assert validate_parameters({}, model).joints
+
+
+def test_armature_parameters_enter_every_law_row_as_pinocchio_model_armature(robot):
+    """armature.<joint> (issue 23): computed torque, the feedforward and the feedforward_pd
+    default gains use M + diag(armature), as Pinocchio does with `model.armature` set."""
+    model, oracle = robot
+    armature = np.random.default_rng(5).uniform(0.07, 0.2, model.n)
+    values = {f'armature.{j}': a for j, a in zip(model.joint_names, armature)}
+    geared = Oracle.__new__(Oracle)
+    geared.model, geared.order = oracle.model.copy(), oracle.order
+    geared.model.armature[oracle.order] = armature
+    geared.data = geared.model.createData()
+    cfg = validate_parameters(values, model)
+    controller, rng = Controller(cfg), np.random.default_rng(6)
+    for _ in range(5):
+        q, qd, ref = random_state(model, rng)
+        tau = controller.command(cfg, q, qd, ref).copy()
+        qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+        friction = oracle.friction(ref[1])
+        np.testing.assert_allclose(tau, np.clip(geared.rnea(q, qd, qdd) + friction,
+                                                -cfg.effort_limits, cfg.effort_limits),
+                                   rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(controller.feedforward, geared.rnea(*ref) + friction,
+                                   atol=1e-9)
+    pd = validate_parameters({**values, 'control_law': 'feedforward_pd'}, model)
+    q0 = np.clip(np.zeros(model.n), *model.position_limits.T)
+    M, _ = geared.crba_and_bias(q0, np.zeros(model.n))
+    np.testing.assert_allclose(pd.kp, 400.0 * np.maximum(np.diag(M), 1e-3), rtol=1e-9)
+
+
+def test_urdf_friction_is_the_default_a_parameter_overrides_and_a_note_names(robot):
+    model, oracle = robot
+    damping = oracle.model.damping[oracle.order]
+    cfg = validate_parameters({}, model)
+    np.testing.assert_array_equal(cfg.viscous, damping)
+    first = model.joint_names[0]
+    override = validate_parameters({f'friction.{first}.viscous': 2.5}, model)
+    assert override.viscous[0] == 2.5
+    np.testing.assert_array_equal(override.viscous[1:], damping[1:])
+    if np.any(damping):  # panda: <dynamics damping="0.003">
+        assert cfg.notes and f'{model.joint_names[1]} viscous {damping[1]:g}' in cfg.notes[0]
+        assert f'{first} viscous' not in override.notes[0]
+    else:
+        assert cfg.notes == ()
+
+
+def test_feedback_inertia_floor_adds_the_missing_inertia_to_the_feedback(robot):
+    """feedback_inertia_floor (issue 23): computed torque = Pinocchio's RNEA with the law's qdd
+    plus max(0, floor - M_ii(q0))·(Kp e + Kd ed), M_ii by Pinocchio's crba; feedforward_pd's
+    default gains scale by max(M_ii(q0), floor)."""
+    model, oracle = robot
+    floor = 0.5
+    cfg = validate_parameters({'feedback_inertia_floor': floor}, model)
+    q0 = np.clip(np.zeros(model.n), *model.position_limits.T)
+    M, _ = oracle.crba_and_bias(q0, np.zeros(model.n))
+    boost = np.maximum(floor - np.diag(M), 0.0)
+    assert np.any(boost > 0) and np.any(boost == 0)  # both kinds of joint on these arms
+    q, qd, ref = random_state(model, np.random.default_rng(7))
+    tau = Controller(cfg).command(cfg, q, qd, ref)
+    feedback = cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+    expected = (oracle.rnea(q, qd, ref[2] + feedback) + boost * feedback
+                + oracle.friction(ref[1]))
+    np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                               rtol=1e-9, atol=1e-9)
+    pd = validate_parameters({'feedback_inertia_floor': floor, 'control_law': 'feedforward_pd'},
+                             model)
+    np.testing.assert_allclose(pd.kp, 400.0 * np.maximum(np.diag(M), floor), rtol=1e-9)

@@ -66,6 +66,7 @@ def test_each_entry_is_complete_and_its_default_passes_its_own_check(spec):
     ({'velocity_source': 'guess'}, "velocity_source = 'guess': must be one of auto"),
     ({'friction.elbow_joint.coulomb': -1.0}, 'friction.elbow_joint.coulomb = -1.0'),
     ({'friction_velocity_width': 0.0}, 'friction_velocity_width = 0.0: is out of range'),
+    ({'armature.elbow_joint': -0.1}, r'armature.elbow_joint = -0.1: is out of range \[0, '),
     ({'robot_compensates_gravity': 1}, 'robot_compensates_gravity = 1: must be true or false'),
     ({'constraints.goal_time': -1.0}, 'constraints.goal_time = -1.0'),
     ({'nonsense': 1.0}, 'nonsense: not a parameter of the controller'),
@@ -82,7 +83,9 @@ def test_the_issue_parameters_exist_with_their_contract_defaults():
         'friction_velocity_width': 0.01, 'constraints.stopped_velocity_tolerance': 0.01,
         'constraints.goal_time': 0.0, 'state_publish_rate': 50.0, 'action_monitor_rate': 20.0,
         'effort_controller': 'effort_controller', 'command_topic': 'effort_controller/commands',
-        'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0,
+        # issue 23: unset friction takes the URDF's <dynamics>; no rotor inertia by default
+        'friction.<joint>.viscous': None, 'friction.<joint>.coulomb': None,
+        'armature.<joint>': 0.0,
         'constraints.<joint>.trajectory': 0.0, 'constraints.<joint>.goal': 0.0,
     }
     assert {name: parameters.SPECS[name].default for name in expected} == expected

@@ -71,6 +71,28 @@ def test_one_step_follows_forward_dynamics_with_damping(oracle):
     np.testing.assert_allclose(plant.q, q + dt * qd1, atol=1e-12)
 
 
+def test_armature_is_pinocchios_model_armature(oracle):
+    """MuJoCo's armature (issue 23) as Pinocchio's model.armature: inverse dynamics, and one
+    step with damping: (M + diag(a) + dt D) qd1 = (M + diag(a)) qd0 + dt (tau - h)."""
+    model, _ = oracle
+    armature, damping = np.array([0.2, 0.2, 0.1, 0.07, 0.07, 0.07]), np.full(6, 1.0)
+    geared = model.copy()
+    geared.armature[:] = armature
+    data = geared.createData()
+    plant = Plant(URDF_TEXT, PlantOptions(armature=tuple(armature), damping=tuple(damping)))
+    q, qd, qdd = HOME + 0.1, np.full(6, 0.3), np.linspace(-1.0, 1.0, 6)
+    np.testing.assert_allclose(plant.inverse_dynamics(q, qd, qdd),
+                               pin.rnea(geared, data, q, qd, qdd) + damping * qd, atol=1e-9)
+    tau = np.array([5.0, 40.0, 20.0, 2.0, 1.0, 0.1])
+    plant.reset(q, qd)
+    plant.step(tau)
+    M = pin.crba(geared, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    h = pin.rnea(geared, data, q, qd, np.zeros(6))
+    qd1 = np.linalg.solve(M + 0.001 * np.diag(damping), M @ qd + 0.001 * (tau - h))
+    np.testing.assert_allclose(plant.qd, qd1, atol=1e-10)
+
+
 def test_gravity_torques_hold_the_arm_still(oracle):
     model, data = oracle
     plant = Plant(URDF_TEXT)

@@ -235,3 +235,48 @@ def test_shapes_and_non_finite_values_are_refused_with_the_place():
         rnea(model, zeros, zeros, zeros, f_ext={'ee_link': np.zeros(3)})
     with pytest.raises(DimensionError, match='gravity must be 3 finite numbers'):
         rnea(model, zeros, zeros, zeros, gravity=[0, np.nan, 0])
+
+
+def _pinocchio_with_armature(model, oracle, armature):
+    """A copy of the oracle whose Pinocchio model has `armature` (ours, model order) set."""
+    geared = Oracle.__new__(Oracle)
+    geared.__dict__.update(oracle.__dict__)
+    geared.pin = oracle.pin.copy()
+    geared.pin.armature[geared.idx_v] = armature
+    geared.data = geared.pin.createData()
+    return geared
+
+
+def test_armature_matches_pinocchio_model_armature(robot):
+    """Rotor inertia (issue 23): RNEA, its reference, M(q) and tau = M qdd + h against
+    Pinocchio with `model.armature` set, at Menagerie's magnitudes (0.07-0.2 kg·m²)."""
+    _, model, oracle = robot
+    rng = np.random.default_rng(23)
+    armature = rng.uniform(0.07, 0.2, model.n)
+    geared, pin_geared = model.with_armature(armature), _pinocchio_with_armature(
+        model, oracle, armature)
+    for _ in range(5):
+        q, qd, qdd = rng.uniform(-2.0, 2.0, (3, model.n))
+        expected = pin_geared.rnea(q, qd, qdd)
+        assert_close(rnea(geared, q, qd, qdd), expected)
+        assert_close(rnea_reference(geared, q, qd, qdd), expected)
+        M = mass_matrix(geared, q)
+        assert_close(M, pin_geared.mass_matrix(q))
+        assert_close(M @ qdd + bias_torques(geared, q, qd), expected)
+        assert_close(np.diag(M - mass_matrix(model, q)), armature)
+
+
+def test_urdf_dynamics_are_pinocchios_damping_and_friction(robot):
+    """<dynamics damping friction> as Pinocchio reads it (model.damping, model.friction)."""
+    _, model, oracle = robot
+    np.testing.assert_array_equal(model.damping, oracle.pin.damping[oracle.idx_v])
+    np.testing.assert_array_equal(model.friction, oracle.pin.friction[oracle.idx_v])
+    np.testing.assert_array_equal(model.armature, np.zeros(model.n))
+
+
+def test_with_armature_refuses_negative_or_misshapen_values(robot):
+    _, model, _ = robot
+    with pytest.raises(ModelError, match='must not be negative'):
+        model.with_armature(np.full(model.n, -0.1))
+    with pytest.raises(DimensionError, match=f'armature must be {model.n} finite numbers'):
+        model.with_armature([0.1])

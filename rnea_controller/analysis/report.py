@@ -90,7 +90,8 @@ def _parameter(result, name, unit):
 
 
 def _identification_lines(result):
-    """The fitted payload and friction, each with its standard error, or the refusal."""
+    """The fitted payload, friction and armature, each with its standard error, or the
+    refusal."""
     payload = result['payload']
     lines = [f"identification ({result['samples']} samples, condition number "
              f"{result['condition_number']:.3g}, residual RMS {result['residual_rms_before']:.3g}"
@@ -102,7 +103,8 @@ def _identification_lines(result):
                                                                    payload['com_std'])))
     for joint in result['friction']:
         cells = [f"{kind} {_parameter(result, f'{joint}.{kind}', unit)}"
-                 for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m'))]
+                 for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m'),
+                                    ('armature', 'kg·m²'))]
         lines.append(f'  {joint}: ' + ', '.join(cells))
     return lines
 

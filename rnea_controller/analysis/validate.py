@@ -266,7 +266,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     report['thresholds'] = {k: float(v) for k, v in (thresholds or {}).items()}
     report['failures'] = failures
     report['passed'] = not failures
-    files = write_outputs(Path(output_dir), report, failures, analysis if plots else None)
+    files = write_outputs(Path(output_dir), report, failures, analysis if plots else None,
+                          model)
     return ValidationResult(report, failures, files)
 
 
@@ -355,15 +356,16 @@ def _plain(value):
     return value
 
 
-def write_outputs(output_dir, report, failures, analysis):
-    """Write report.json, report.md and the plots; return {kind: path}."""
+def write_outputs(output_dir, report, failures, analysis, model=None):
+    """Write report.json, report.md, the plots and, after --identify, the parameters file
+    (checked against `model`); return {kind: path}."""
     output_dir.mkdir(parents=True, exist_ok=True)
     files = {'json': output_dir / 'report.json', 'markdown': output_dir / 'report.md'}
     files['json'].write_text(json.dumps(_plain(report), indent=2) + '\n')
     files['markdown'].write_text(format_markdown(report, failures))
     if 'identification' in report:
         files['parameters'] = output_dir / 'identified_parameters.yaml'
-        files['parameters'].write_text(parameters_yaml(report['identification']))
+        files['parameters'].write_text(parameters_yaml(report['identification'], model))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files

@@ -16,6 +16,13 @@ Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w), with b =
 friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], w =
 friction_velocity_width [rad/s]. It uses the DESIRED velocity: noise-free and known ahead;
 the measured qd would feed sensor noise through the (smoothed) sign function and chatter.
+Unset, b and c are the URDF's `<dynamics damping friction>` (0 where absent).
+
+Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
+(`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
+feedforward_pd default gains' M_ii, include it. A geared joint's rotor inertia (~0.1 kg·m²)
+can be 100-1000× its wrist link's, and computed torque's gains act through M: untold, the
+stiffness the joint gets is a fraction of Kp.
 
 `robot_compensates_gravity` (arms that add g(q) themselves: Franka, KUKA FRI): the published
 effort is the law's torque minus g(q) at the measured q (g of this model, payload included:
@@ -43,6 +50,11 @@ natural frequency ω = 20 rad/s. computed_torque: Kp = ω² = 400 1/s², Kd = 2�
 feedforward_pd: the same scaled by the joint's own inertia, Kp = ω² M_ii(q0), Kd = 2ω M_ii(q0)
 [N·m/rad, N·m·s/rad], with M(q0) computed ONCE when the config is built (q0 = the zero
 position clipped into the joint limits; M_ii at least 1e-3 kg·m²).
+
+`feedback_inertia_floor` (issue 23, default off): the least inertia [kg·m²] through which a
+joint's feedback v = Kp e + Kd ed acts. computed_torque adds boost_i·v_i, boost_i =
+max(0, floor - M_ii(q0)); feedforward_pd's default gains scale by max(M_ii(q0), floor). For a
+geared arm whose rotor inertia is not (yet) told: the stiffness it keeps is Kp·floor.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,9 +96,10 @@ class _LawWorkType(_Record):
 
 class LawModel(structref.StructRefProxy):
     """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
-    controlled joints' `index`, gains `kp`, `kd`, `limits` [N·m], friction `viscous`,
-    `coulomb`, `width`, and two switches `pd` (feedforward_pd) and `compensate` (the robot
-    compensates gravity). Made by `law_model`; read by compiled code only."""
+    controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
+    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, and two switches `pd`
+    (feedforward_pd) and `compensate` (the robot compensates gravity). Made by `law_model`;
+    read by compiled code only."""
 
 
 class LawWork(structref.StructRefProxy):
@@ -96,9 +109,9 @@ class LawWork(structref.StructRefProxy):
     reads those (`Controller`), compiled code writes them."""
 
 
-LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'v0', 'a0',
-                    'index', 'kp', 'kd', 'limits', 'viscous', 'coulomb', 'width', 'pd',
-                    'compensate')
+LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
+                    'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
+                    'pd', 'compensate')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
@@ -122,8 +135,10 @@ class ControllerConfig:
     model: the RobotModel with payload and gravity applied; joints: controlled joint names;
     index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
-    viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; timeouts [s];
-    law_model: the compiled law's LawModel; values: the parameter values.
+    viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
+    computed torque's feedback gets on top of M (`feedback_boost`); timeouts [s];
+    law_model: the compiled law's LawModel; values: the parameter values; notes: what the
+    configuration took from the URDF rather than from a parameter (the node logs them).
     """
 
     model: RobotModel
@@ -147,8 +162,10 @@ class ControllerConfig:
     viscous: np.ndarray
     coulomb: np.ndarray
     friction_width: float
+    boost: np.ndarray
     law_model: LawModel
     values: dict
+    notes: tuple = ()
 
 
 def default_joints(model: RobotModel) -> tuple:
@@ -175,6 +192,29 @@ def _controlled_joints(values, model):
     return tuple(joints)
 
 
+def _with_armature(values, model, joints):
+    """The model with `armature.<joint>` [kg·m²] set on the joints that have one."""
+    armature = np.array(model.armature)
+    for joint in joints:
+        value = values.get(f'armature.{joint}')
+        if value is not None:
+            armature[model.joint_index(joint)] = value
+    return model.with_armature(armature)
+
+
+def _friction(values, model, joints, index):
+    """(viscous, coulomb, notes): `friction.<joint>.*`, unset ones from the URDF's
+    `<dynamics damping friction>`; notes name the URDF values taken."""
+    viscous = _per_joint(values, joints, 'friction.{}.viscous', model.damping[index])
+    coulomb = _per_joint(values, joints, 'friction.{}.coulomb', model.friction[index])
+    taken = [f'{joint} {kind} {value:g}' for k, joint in enumerate(joints)
+             for kind, value in (('viscous', viscous[k]), ('coulomb', coulomb[k]))
+             if value and values.get(f'friction.{joint}.{kind}') is None]
+    notes = ('friction from the URDF <dynamics> (no friction.<joint> parameter): '
+             + ', '.join(taken),) if taken else ()
+    return viscous, coulomb, notes
+
+
 def _with_payload_and_gravity(values, model):
     """The model with `payload.*` attached and `gravity` set, or ParameterError."""
     ixx, ixy, ixz, iyy, iyz, izz = values['payload.inertia']
@@ -189,16 +229,36 @@ def _with_payload_and_gravity(values, model):
     return model.with_gravity(np.array(values['gravity'], dtype=float))
 
 
-def default_gains(model: RobotModel, index: np.ndarray,
-                  law: str) -> tuple[np.ndarray, np.ndarray]:
+def default_gains(model: RobotModel, index: np.ndarray, law: str,
+                  floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Gains of joints without configured ones: ω = NATURAL_FREQUENCY, critically damped.
 
-    computed_torque: (ω², 2ω) [1/s², 1/s]; feedforward_pd: (ω² M_ii, 2ω M_ii) at q0.
+    computed_torque: (ω², 2ω) [1/s², 1/s]; feedforward_pd: (ω² M_ii, 2ω M_ii) at q0, M_ii at
+    least MIN_JOINT_INERTIA and `floor` (feedback_inertia_floor) [kg·m²].
     """
     scale = np.ones(len(index))
     if law == 'feedforward_pd':
-        scale = np.maximum(np.diag(mass_matrix(model, _q0(model)))[index], MIN_JOINT_INERTIA)
+        scale = np.maximum(_joint_inertias(model, index), max(MIN_JOINT_INERTIA, floor))
     return NATURAL_FREQUENCY**2 * scale, 2.0 * NATURAL_FREQUENCY * scale
+
+
+def feedback_boost(model: RobotModel, index: np.ndarray, law: str,
+                   floor: float) -> np.ndarray:
+    """max(0, floor - M_ii(q0)) [kg·m²] per controlled joint for computed_torque (else 0):
+    its feedback v = Kp e + Kd ed then acts through at least `floor`, tau += boost·v.
+
+    Computed torque's gains act through the model's M: a joint whose true inertia the model
+    misses (a geared joint's rotor, ~0.1 kg·m², against 1e-4 for a wrist link) gets a
+    stiffness Kp·M_ii that cannot move it against its friction.
+    """
+    if law != 'computed_torque' or floor <= 0.0:
+        return np.zeros(len(index))
+    return np.maximum(floor - _joint_inertias(model, index), 0.0)
+
+
+def _joint_inertias(model, index):
+    """M_ii(q0) [kg·m²] of the controlled joints, q0 = 0 clipped into the limits."""
+    return np.diag(mass_matrix(model, _q0(model)))[index]
 
 
 def _per_joint(values, joints, pattern, fallback):
@@ -249,10 +309,11 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     joints = _controlled_joints(values, model)
     _check_each(values, joints)
     law = values['control_law']
-    model = _with_payload_and_gravity(values, model)
+    model = _with_payload_and_gravity(values, _with_armature(values, model, joints))
     index = np.array([model.joint_index(name) for name in joints], dtype=np.int64)
-    kp0, kd0 = default_gains(model, index, law)
-    zeros = np.zeros(len(joints))
+    floor = float(values['feedback_inertia_floor'])
+    kp0, kd0 = default_gains(model, index, law, floor)
+    viscous, coulomb, notes = _friction(values, model, joints, index)
     config = dict(
         model=model, joints=joints, index=index, law=law,
         kp=_per_joint(values, joints, 'gains.{}.p', kp0),
@@ -266,9 +327,8 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         external_wrench_timeout=values['external_wrench_timeout'],
         law_failure_timeout=values['law_failure_timeout'],
         compensates_gravity=values['robot_compensates_gravity'],
-        viscous=_per_joint(values, joints, 'friction.{}.viscous', zeros),
-        coulomb=_per_joint(values, joints, 'friction.{}.coulomb', zeros),
-        friction_width=float(values['friction_velocity_width']), values=values)
+        viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
+        friction_width=float(values['friction_velocity_width']), values=values, notes=notes)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
@@ -306,9 +366,9 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
     model = get('model')
     return _new_law_model(*rnea_kernel.model_arrays(model),
                           *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
-                          get('kd'), get('effort_limits'), get('viscous'), get('coulomb'),
-                          float(get('friction_width')), get('law') == 'feedforward_pd',
-                          bool(get('compensates_gravity')))
+                          get('kd'), get('boost'), get('effort_limits'), get('viscous'),
+                          get('coulomb'), float(get('friction_width')),
+                          get('law') == 'feedforward_pd', bool(get('compensates_gravity')))
 
 
 def _gravity_rows(model, q):
@@ -515,23 +575,26 @@ def _limit(raw, previous, limits, step, tau, saturation):
 def _law(model, work, f_body, q, qd, ref, step):
     """One tick's law in one compiled call; returns False if it was not finite.
 
-    tau_law = T[0] (computed_torque) or T[1] + Kp e + Kd ed (feedforward_pd), plus the friction
-    feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) = T[2] if the robot compensates gravity;
-    then `_limit`. feedforward = T[1] + friction. (numba's disk cache does not see edits to
-    rnea_kernel.py: `Controller._compile` checks this kernel against `rnea` once.)
+    tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
+    (feedforward_pd), plus the friction feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) =
+    T[2] if the robot compensates gravity; then `_limit`. feedforward = T[1] + friction.
+    (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
+    this kernel against `rnea` once.)
     """
     _assemble(model, work, q, qd, ref)
     rows = 3 if model.compensate else 2
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
-                           model.p_tree, model.I, work.Q[:rows], work.QD[:rows],
-                           work.QDD[:rows], model.v0, model.a0, f_body[:rows], T[:rows])
+                           model.p_tree, model.I, model.armature, work.Q[:rows],
+                           work.QD[:rows], work.QDD[:rows], model.v0, model.a0, f_body[:rows],
+                           T[:rows])
     raw = work.raw
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
         friction = model.viscous[k] * qd_d + model.coulomb[k] * np.tanh(qd_d / model.width)
         work.feedforward[k] = T[1, i] + friction
-        law = T[1, i] + model.kp[k] * e + model.kd[k] * ed if model.pd else T[0, i]
+        feedback = model.kp[k] * e + model.kd[k] * ed
+        law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
         raw[k] = law + friction - (T[2, i] if model.compensate else 0.0)
     return _limit(raw, work.previous, model.limits, step, work.tau, work.saturation)

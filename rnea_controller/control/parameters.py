@@ -131,6 +131,11 @@ TABLE = (
          '(feedforward_pd)', low=0.0, high=1e6),
     Spec('gains.<joint>.d', 'double', None, '1/s or N·m·s/rad', 'derivative gain Kd; unset: 40 '
          '1/s (computed_torque), 40·M_ii(q0) N·m·s/rad (feedforward_pd)', low=0.0, high=1e6),
+    Spec('feedback_inertia_floor', 'double', 0.0, 'kg·m^2', 'least inertia through which each '
+         "joint's PD feedback acts, for arms whose rotor inertia is not told (geared arms before "
+         'identification, docs/validation.md): computed_torque adds max(0, floor - M_ii(q0))·(Kp '
+         'e + Kd ed); the feedforward_pd default gains scale by max(M_ii(q0), floor); 0: off',
+         low=0.0, high=100.0),
     Spec('effort_limits.<joint>', 'double', None, 'N·m', 'effort limit override, at most the '
          'URDF <limit effort> (the smaller wins); unset: URDF; required where the URDF has none',
          low=0.0, high=1e5, low_exclusive=True),
@@ -139,11 +144,16 @@ TABLE = (
     Spec('robot_compensates_gravity', 'bool', False, '', 'the arm adds g(q) itself (Franka, KUKA '
          'FRI): the published effort is the law minus g(q) at the measured q; the limits apply '
          'to what is published', 'inactive'),
-    Spec('friction.<joint>.viscous', 'double', 0.0, 'N·m·s/rad', 'viscous friction feedforward '
+    Spec('armature.<joint>', 'double', 0.0, 'kg·m^2', 'rotor inertia reflected through the '
+         'gear (MuJoCo armature, Pinocchio model.armature), added to M_ii(q) wherever the law '
+         'uses M: computed torque, the feedforward, the feedforward_pd default gains',
+         low=0.0, high=1e4),
+    Spec('friction.<joint>.viscous', 'double', None, 'N·m·s/rad', 'viscous friction feedforward '
          'b in tau_f = b·qd_d + c·tanh(qd_d / friction_velocity_width), from the desired '
-         'velocity', low=0.0, high=1e4),
-    Spec('friction.<joint>.coulomb', 'double', 0.0, 'N·m', 'Coulomb friction feedforward c (see '
-         'friction.<joint>.viscous)', low=0.0, high=1e4),
+         'velocity; unset: the URDF <dynamics damping>, else 0', low=0.0, high=1e4),
+    Spec('friction.<joint>.coulomb', 'double', None, 'N·m', 'Coulomb friction feedforward c (see '
+         'friction.<joint>.viscous); unset: the URDF <dynamics friction>, else 0',
+         low=0.0, high=1e4),
     Spec('friction_velocity_width', 'double', 0.01, 'rad/s', 'velocity scale of the smoothed '
          'sign tanh(qd_d / width) of the Coulomb feedforward', low=1e-6, high=10.0),
     Spec('payload.link', 'string', '', '', 'link carrying a known payload; empty: none'),
@@ -366,7 +376,8 @@ def render_yaml(example_joint: str = 'shoulder_pan_joint') -> str:
 
 def _example(spec):
     return {'joints': ['shoulder_pan_joint', 'elbow_joint'], 'gains.<joint>.p': 400.0,
-            'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0}[spec.name]
+            'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0,
+            'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0}[spec.name]
 
 
 if __name__ == '__main__':

@@ -72,6 +72,8 @@ class JointSpec:
     velocity: float = np.inf
     mimic: Mimic | None = None
     where: str = ''
+    damping: float = 0.0  # URDF <dynamics damping> [N·m·s/rad or N·s/m]
+    friction: float = 0.0  # URDF <dynamics friction> [N·m or N]
 
 
 @dataclass(frozen=True)

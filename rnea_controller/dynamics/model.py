@@ -63,6 +63,12 @@ class RobotModel:
         mimic: (follower index, leader index, multiplier, offset) of each mimic joint whose
             leader is a joint of the model, leaders before their followers (docs/dynamics.md)
         urdf: the source URDF text, or None
+        armature: (n,) rotor inertia reflected through the gear [kg·m² or kg], added to the
+            diagonal of M(q) (Pinocchio's `model.armature`, MuJoCo's `armature`); zeros unless
+            set by `with_armature` (a URDF cannot state it)
+        damping, friction: (n,) the URDF's `<dynamics damping friction>` [N·m·s/rad, N·m]
+            (Pinocchio's `model.damping`, `model.friction`), zeros where absent; the controller
+            takes them as its friction defaults, RNEA ignores them
     """
 
     name: str
@@ -81,6 +87,14 @@ class RobotModel:
     mimic: tuple = ()
     urdf: str | None = None
     link_frames: dict = field(default_factory=dict, repr=False)
+    armature: np.ndarray | None = None
+    damping: np.ndarray | None = None
+    friction: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in ('armature', 'damping', 'friction'):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, _frozen(np.zeros(self.n)))
 
     @property
     def n(self) -> int:
@@ -196,6 +210,8 @@ class RobotModel:
             position_limits=_frozen([[j.lower, j.upper] for j in spec]),
             urdf=description.source,
             link_frames=frames,
+            damping=_frozen([j.damping for j in spec]),
+            friction=_frozen([j.friction for j in spec]),
         )
 
     # --- variations ---------------------------------------------------------------------
@@ -225,6 +241,13 @@ class RobotModel:
         inertias = np.array(self.inertias)
         _add_link_inertia(inertias, (body, R, p), payload)
         return replace(self, inertias=_frozen(inertias))
+
+    def with_armature(self, armature: ArrayLike) -> 'RobotModel':
+        """New model with rotor inertias `armature` (n,) [kg·m² or kg], each finite, ≥ 0."""
+        armature = finite_vector(armature, self.n, 'armature')
+        if np.any(armature < 0):
+            raise ModelError(f'armature {armature.tolist()} must not be negative [kg·m²]')
+        return replace(self, armature=_frozen(armature))
 
     def with_gravity(self, gravity: ArrayLike) -> 'RobotModel':
         """New model with gravity `gravity` (3,) in the base frame [m/s²]."""

@@ -7,7 +7,7 @@ pseudocode (shared/seeds/000, "Recursive Newton-Euler algorithm"):
     for i = 1..n:   v_i = X_i v_λ(i) + S_i qd_i
                     a_i = X_i a_λ(i) + S_i qdd_i + v_i × S_i qd_i
                     f_i = I_i a_i + v_i ×* I_i v_i - f_i^ext
-    for i = n..1:   tau_i = S_iᵀ f_i
+    for i = n..1:   tau_i = S_iᵀ f_i + armature_i qdd_i      (rotor inertia, Pinocchio's)
                     f_λ(i) += X_iᵀ f_i
 
 `rnea_reference` is that pseudocode line by line (numpy, 6×6 matrices). `rnea` computes the
@@ -44,7 +44,8 @@ def rnea(model: RobotModel, q: ArrayLike, qd: ArrayLike, qdd: ArrayLike, *,
             [m/s, rad/s] and [m/s², rad/s²], for an arm on a moving base (default: at rest)
 
     Returns:
-        tau, shape like q:  tau = M(q) qdd + C(q, qd) qd + g(q) - Σ J_linkᵀ f_ext
+        tau, shape like q:  tau = M(q) qdd + C(q, qd) qd + g(q) - Σ J_linkᵀ f_ext, M including
+        diag(model.armature)
     """
     q, qd, qdd, batched = _states(model, q, qd, qdd, check_finite=False)
     v0, a0 = _base_motion(model, gravity, base_velocity, base_acceleration)
@@ -84,7 +85,7 @@ def _rnea_one(model, q, qd, qdd, f_ext, v0, a0):
         f[i] = I[i] @ a[i] + crf(v[i]) @ I[i] @ v[i] - f_ext[i]
     for i in reversed(range(n)):
         p = model.parents[i]
-        tau[i] = S[i] @ f[i]
+        tau[i] = S[i] @ f[i] + model.armature[i] * qdd[i]
         if p >= 0:
             f[p] += X[i].T @ f[i]
     return tau
@@ -114,7 +115,7 @@ def mass_matrix(model: RobotModel, q: ArrayLike) -> np.ndarray:
     """Joint-space inertia matrix M(q) (n, n) by the composite-rigid-body algorithm.
 
     Featherstone (2008), Table 6.2:  I^c_i = I_i + Σ_children X_jᵀ I^c_j X_j,
-    F = I^c_i S_i,  H_ii = S_iᵀ F,  then F ← X_jᵀ F up the tree, H_ij = H_ji = S_jᵀ F.
+    F = I^c_i S_i,  H_ii = S_iᵀ F + armature_i,  then F ← X_jᵀ F up the tree, H_ij = H_ji = S_jᵀ F.
     """
     q, _, _, batched = _states(model, q, q, q)
     if batched:
@@ -130,7 +131,7 @@ def mass_matrix(model: RobotModel, q: ArrayLike) -> np.ndarray:
     M = np.zeros((n, n))
     for i in range(n):
         F = Ic[i] @ S[i]
-        M[i, i] = S[i] @ F
+        M[i, i] = S[i] @ F + model.armature[i]
         j = i
         while model.parents[j] >= 0:
             F = X[j].T @ F

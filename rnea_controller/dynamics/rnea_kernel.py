@@ -30,7 +30,8 @@ def model_arrays(model: 'RobotModel') -> tuple[np.ndarray, ...]:
                   np.ascontiguousarray(model.axes, dtype=np.float64),
                   np.ascontiguousarray(model.R_tree, dtype=np.float64),
                   np.ascontiguousarray(model.p_tree, dtype=np.float64),
-                  np.ascontiguousarray(model.inertias, dtype=np.float64))
+                  np.ascontiguousarray(model.inertias, dtype=np.float64),
+                  np.ascontiguousarray(model.armature, dtype=np.float64))
         _ARRAYS[model] = arrays
     return arrays
 
@@ -125,11 +126,12 @@ def _inertia_times(I, m, out):
 
 @njit(cache=True)
 def rnea_batch(parents: np.ndarray, prismatic: np.ndarray, axes: np.ndarray, R_tree: np.ndarray,
-               p_tree: np.ndarray, I: np.ndarray, q: np.ndarray, qd: np.ndarray,
-               qdd: np.ndarray, v0: np.ndarray, a0: np.ndarray, f_ext: np.ndarray,
-               tau: np.ndarray) -> float:
+               p_tree: np.ndarray, I: np.ndarray, armature: np.ndarray, q: np.ndarray,
+               qd: np.ndarray, qdd: np.ndarray, v0: np.ndarray, a0: np.ndarray,
+               f_ext: np.ndarray, tau: np.ndarray) -> float:
     """tau[k] = RNEA(q[k], qd[k], qdd[k]) for every row k; returns Σ tau (non-finite if any is).
 
+    armature: (n,) rotor inertias, tau_i += armature_i qdd_i (the diagonal of M grows by them).
     f_ext: (N, n, 6) wrenches in body frames, or (1, n, 6) shared by all rows.
     """
     N, n = q.shape
@@ -166,6 +168,7 @@ def rnea_batch(parents: np.ndarray, prismatic: np.ndarray, axes: np.ndarray, R_t
         for i in range(n - 1, -1, -1):
             s = 0 if prismatic[i] else 3
             tau[k, i] = axes[i, 0] * f[i, s] + axes[i, 1] * f[i, s + 1] + axes[i, 2] * f[i, s + 2]
+            tau[k, i] += armature[i] * qdd[k, i]
             total += tau[k, i]
             if parents[i] >= 0:
                 _force_to_parent(E[i], r[i], f[i], f[parents[i]])
@@ -177,5 +180,5 @@ def warm_up() -> None:
     one = np.zeros((1, 1))
     rnea_batch(np.full(1, -1, dtype=np.int64), np.zeros(1, dtype=np.bool_),
                np.array([[0.0, 0.0, 1.0]]), np.eye(3)[None], np.zeros((1, 3)),
-               np.eye(6)[None], one, one, one.copy(), np.zeros(6), np.zeros(6),
+               np.eye(6)[None], np.zeros(1), one, one, one.copy(), np.zeros(6), np.zeros(6),
                np.zeros((1, 1, 6)), np.empty((1, 1)))

@@ -5,6 +5,7 @@ Reads what the dynamics needs (http://wiki.ros.org/urdf/XML): `<link><inertial>`
 `<mimic>`. Visual, collision, transmission, gazebo and other elements are ignored.
 An effort or velocity limit of 0 means "not given" (many URDFs write it so): it is read as
 absent (inf), like a missing attribute.
+`<dynamics damping friction>` is read too (the controller's friction defaults).
 """
 import xml.parsers.expat
 
@@ -154,7 +155,8 @@ def _joint(element):
     effort, velocity = (np.inf if value == 0.0 else value for value in (effort, velocity))
     return JointSpec(name, kind, links['parent'], links['child'], R, p, axis,
                      lower, upper, effort, velocity,
-                     _mimic(element.find('mimic'), what), where)
+                     _mimic(element.find('mimic'), what), where,
+                     *_dynamics(element.find('dynamics'), what))
 
 
 def _mimic(element, what):
@@ -166,3 +168,13 @@ def _mimic(element, what):
     multiplier = _numbers(element, 'multiplier', 1, (1.0,), what)[0]
     offset = _numbers(element, 'offset', 1, (0.0,), what)[0]
     return Mimic(element.attrib['joint'], multiplier, offset)
+
+
+def _dynamics(element, what):
+    """(damping, friction) of `<dynamics damping friction>` (0 where absent), each ≥ 0."""
+    values = [_numbers(element, key, 1, (0.0,), what)[0] for key in ('damping', 'friction')]
+    for key, value in zip(('damping', 'friction'), values):
+        if value < 0:
+            raise UrdfError(f'{what}: <dynamics {key}="{value:g}"> (line {element.line}) must '
+                            'not be negative')
+    return values

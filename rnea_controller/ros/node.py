@@ -102,6 +102,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.mode = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
+        for note in self.config.notes:
+            self.get_logger().info(note)
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state):

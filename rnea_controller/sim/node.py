@@ -81,6 +81,7 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'compensates_gravity': (False, 'add g(q) to every command, as Franka and KUKA FRI do'),
     'damping': ([0.0], '[N·m·s/rad] viscous joint damping, one value or one per joint'),
     'friction': ([0.0], '[N·m] Coulomb joint friction (MuJoCo frictionloss), one or per joint'),
+    'armature': ([0.0], '[kg·m²] rotor inertia (MuJoCo armature), one value or one per joint'),
     'position_noise': (0.0, '[rad] std of the measured position noise'),
     'velocity_noise': (0.0, '[rad/s] std of the measured velocity noise'),
     'noise_seed': (0, 'seed of the sensor noise'),
@@ -147,6 +148,7 @@ def sim_config(values):
         raise ParameterError(f"parameter 'timestep' must be in [1e-5, 0.1] s, got {timestep}")
     plant = PlantOptions(
         timestep=timestep, damping=tuple(values['damping']), friction=tuple(values['friction']),
+        armature=tuple(values['armature']),
         payload_mass=_nonnegative(values, 'payload.mass'),
         payload_com=tuple(values['payload.com']), payload_link=values['payload.link'],
         compensates_gravity=bool(values['compensates_gravity']))

@@ -2,13 +2,15 @@
 
 MuJoCo (PyPI `mujoco`), not this package's RNEA, integrates
 
-    M(q) qdd + h(q, qd) = tau + tau_friction(qd) - D qd
+    (M(q) + diag(armature)) qdd + h(q, qd) = tau + tau_friction(qd) - D qd
 
 with a fixed time step (semi-implicit Euler, 1 ms by default). The URDF is loaded by MuJoCo's own
 parser; with every realism option at zero the MuJoCo model is the URDF's rigid-body model exactly
 (contacts are disabled, no armature, no damping), which `test/test_sim.py` checks against
 Pinocchio. The realism options, all unknown to the controller's model:
 
+- `armature`: rotor inertia reflected through the gear [kg·m²] (MuJoCo `armature`), added to
+  the diagonal of M(q): geared arms have 0.07-0.2 kg·m² per joint (Menagerie's xArm7, FR3);
 - `damping` D: viscous joint damping [N·m·s/rad] (MuJoCo `damping`);
 - `friction`: Coulomb friction [N·m] (MuJoCo `frictionloss`, a soft dry-friction constraint);
 - `payload_mass` [kg] at `payload_com` [m] in the frame of `payload_link` (default: the last
@@ -38,16 +40,18 @@ HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SL
 class PlantOptions:
     """Plant parameters the controller does not know (all zero: the URDF exactly).
 
-    timestep [s]; damping [N·m·s/rad] and friction [N·m]: one value for every joint or one per
-    joint (in plant joint order); payload_mass [kg]; payload_com [m] in payload_link's frame;
-    payload_link: a URDF link name, or '' for the last link; clamp_effort: clip the applied
-    effort to the URDF `<limit effort>` like a drive does; compensates_gravity: add the nominal
-    g(q) to every command (the robot-side gravity compensation of Franka and KUKA FRI).
+    timestep [s]; armature [kg·m²], damping [N·m·s/rad] and friction [N·m]: one value for
+    every joint or one per joint (in plant joint order); payload_mass [kg]; payload_com [m] in
+    payload_link's frame; payload_link: a URDF link name, or '' for the last link;
+    clamp_effort: clip the applied effort to the URDF `<limit effort>` like a drive does;
+    compensates_gravity: add the nominal g(q) to every command (the robot-side gravity
+    compensation of Franka and KUKA FRI).
     """
 
     timestep: float = 0.001
     damping: tuple = (0.0,)
     friction: tuple = (0.0,)
+    armature: tuple = (0.0,)
     payload_mass: float = 0.0
     payload_com: tuple = (0.0, 0.0, 0.0)
     payload_link: str = ''
@@ -114,9 +118,11 @@ def build_model(urdf_text, options=PlantOptions()):
     joints = [j for j in spec.joints if int(j.type) in HINGE_OR_SLIDE]
     damping = per_joint(options.damping, len(joints), 'damping')
     friction = per_joint(options.friction, len(joints), 'friction')
-    for joint, d, f in zip(joints, damping, friction, strict=True):
+    armature = per_joint(options.armature, len(joints), 'armature')
+    for joint, d, f, a in zip(joints, damping, friction, armature, strict=True):
         joint.damping = [d, 0.0, 0.0]
         joint.frictionloss = f
+        joint.armature = a
     if not math.isfinite(options.payload_mass) or options.payload_mass < 0:
         raise ParameterError(f'payload mass must be finite and >= 0 [kg], got '
                              f'{options.payload_mass}')

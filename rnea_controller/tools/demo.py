@@ -12,9 +12,15 @@
    saturation, loop rate and jitter) on the terminal, report.json, report.md and PNG plots.
 
     rnea-demo [--payload KG] [--law feedforward_pd] [--duration S] [--output DIR]
+              [--geared] [--excite] [--params-file FILE] [--param NAME:=VALUE ...]
 
 --payload puts a mass at the arm's last link in the simulator only: the controller's model does
-not know it, so the tracking error shows the model error.
+not know it, so the tracking error shows the model error. --geared gives the simulated arm the
+rotor inertia and friction of a geared arm (`GEARED`, MuJoCo Menagerie's xArm7 figures), also
+unknown to the controller unless told (--params-file, --param). --excite sends the
+identification motion instead of the demo motion and identifies (`rnea-validate --identify`):
+the output then holds identified_parameters.yaml for the controller's --params-file
+(docs/validation.md, "Identification").
 """
 import argparse
 import datetime
@@ -35,6 +41,9 @@ SETTLE_BEFORE = 0.5  # [s] recorded hold before the motion starts
 SETTLE_AFTER = 1.0  # [s] recorded hold after the motion ends
 STARTUP_TIMEOUT = 30.0  # [s] for the simulator's and the controller's first messages
 TRAJECTORY_TOPIC = '/rnea_controller/joint_trajectory'
+# A geared arm (MuJoCo Menagerie's xArm7): rotor inertia [kg·m²], viscous [N·m·s/rad] and
+# Coulomb [N·m] friction per joint
+GEARED = {'armature': [0.1], 'damping': [10.0, 10.0, 5.0, 5.0, 5.0, 2.0], 'friction': [1.0]}
 
 
 class DemoError(RneaControllerError):
@@ -55,6 +64,14 @@ def parse_args(argv):
     parser.add_argument('--via-action', action='store_true',
                         help='send the motion as a FollowJointTrajectory goal (not on the topic) '
                              'and show its result code')
+    parser.add_argument('--geared', action='store_true', help='simulate rotor inertia and '
+                        'friction (a geared arm), unknown to the controller unless told')
+    parser.add_argument('--excite', action='store_true', help='send the identification motion '
+                        'and identify: writes identified_parameters.yaml')
+    parser.add_argument('--params-file', type=Path, metavar='FILE',
+                        help="the controller's parameters file")
+    parser.add_argument('--param', action='append', default=[], metavar='NAME:=VALUE',
+                        help='a controller parameter (repeatable)')
     args = parser.parse_args(argv)
     if args.duration < 3.0:
         parser.error(f'--duration must be at least 3 s, got {args.duration}')
@@ -173,16 +190,22 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
         time.sleep(0.05)
 
 
-def send_demo_motion(monitor, model, duration, via_action=False):
-    """Publish the demo motion about the current desired position (no step at the start).
+def send_demo_motion(monitor, model, duration, via_action=False, excite=False):
+    """Publish the demo motion (or with `excite` the excitation motion) about the current
+    desired position (no step at the start).
 
     via_action: send it as a FollowJointTrajectory goal instead; returns the future of its
     goal handle (None on the topic).
     """
-    from rnea_controller.tools.send_trajectory import demo_centre, demo_motion, to_message
+    from rnea_controller.tools.send_trajectory import (
+        demo_centre,
+        demo_motion,
+        excitation_motion,
+        to_message,
+    )
     centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
-    waypoints = demo_motion(model.joint_names, centre, model.velocity_limits,
-                            model.position_limits, duration)
+    waypoints = (excitation_motion if excite else demo_motion)(
+        model.joint_names, centre, model.velocity_limits, model.position_limits, duration)
     deadline = time.monotonic() + 10.0
     while not any(info.node_name.startswith('rnea_controller') for info in
                   monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
@@ -246,15 +269,23 @@ def run_with_progress(seconds, monitor, processes, label):
 
 
 def start_simulator(processes, args):
-    processes.start('sim', [find_program('rnea-sim'), '--ros-args', '-p',
-                            f'payload.mass:={float(args.payload)!r}'])
+    geared = [f'{name}:={values!r}' for name, values in GEARED.items()] if args.geared else []
+    processes.start('sim', [find_program('rnea-sim'), '--ros-args', *_params(
+        [f'payload.mass:={float(args.payload)!r}', *geared])])
 
 
 def start_controller(processes, args):
     # state_timeout 0.25 s (default 0.1): the demo runs three Python processes on one machine,
     # whose simulator a busy 2-core host stalls for 100-250 ms now and then; a driver does not
-    processes.start('controller', [find_program('rnea-controller'), '--ros-args', '-p',
-                                   f'control_law:={args.law}', '-p', 'state_timeout:=0.25'])
+    params_file = ['--params-file', str(args.params_file)] if args.params_file else []
+    processes.start('controller', [find_program('rnea-controller'), '--ros-args', *params_file,
+                                   *_params([f'control_law:={args.law}', 'state_timeout:=0.25',
+                                             *args.param])])
+
+
+def _params(assignments):
+    """['-p', 'a:=1', '-p', 'b:=2'] for ['a:=1', 'b:=2']."""
+    return [item for assignment in assignments for item in ('-p', assignment)]
 
 
 def run(args):
@@ -284,9 +315,9 @@ def run(args):
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
         motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
-        goal = send_demo_motion(monitor, model, motion, args.via_action)
+        goal = send_demo_motion(monitor, model, motion, args.via_action, args.excite)
         run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
-                          f'demo motion {motion:.1f} s')
+                          f'{"excitation" if args.excite else "demo"} motion {motion:.1f} s')
         if goal is not None:
             show_result(goal)
     finally:
@@ -298,7 +329,8 @@ def run(args):
 def validate(bag_path, output, args):
     """Validate the bag with rnea_controller.analysis.validate; print its table."""
     from rnea_controller.analysis.validate import validate_bag
-    result = validate_bag(bag_path, output, progress=False, plots=not args.no_plots)
+    result = validate_bag(bag_path, output, progress=False, plots=not args.no_plots,
+                          identify=args.excite)
     print(result.table())
     return result
 

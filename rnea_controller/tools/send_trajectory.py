@@ -2,6 +2,7 @@
 
     rnea-send-trajectory waypoints.yaml            # or .csv
     rnea-send-trajectory --demo [--duration 8]     # every joint, about the current position
+    rnea-send-trajectory --excite [--duration 12]  # an identification run (docs/validation.md)
 
 Waypoint files (times are time_from_start [s], strictly increasing and > 0; positions [rad];
 velocities [rad/s] and accelerations [rad/s^2] optional, all points alike):
@@ -24,6 +25,13 @@ positions, velocities and accelerations (the controller interpolates quintics be
 Amplitudes are scaled so |qd| stays under 40 % of each joint's velocity limit, |qdd| under
 `DEMO_MAX_ACCELERATION`, and positions 0.1 rad inside the position limits.
 
+The excitation motion (--excite, for `rnea-validate --identify`) moves every joint at once
+about the same centre: q_j(t) = c_j + A_j w(t) Σ_m sin(2π f_m (1 + 0.17 j) t + φ_jm), three
+frequencies `EXCITE_FREQUENCIES` (0.13-0.83 Hz for the first joint, higher for later ones, so
+that no two joints move alike), in a window w that rises and falls over `EXCITE_RAMP`. Each
+joint goes both ways, at several speeds and accelerations, within the same velocity share and
+position margin, |qdd| under `EXCITE_MAX_ACCELERATION`.
+
 With --via-action it goes as a FollowJointTrajectory goal instead, and the result code is
 printed (exit 0 on SUCCESSFUL).
 The trajectory is published once, with header.stamp zero (start now), after a subscriber appeared;
@@ -34,6 +42,7 @@ relative: `--ros-args -r __ns:=/arm1` (what launch's `namespace` passes) moves t
 import argparse
 import csv
 from dataclasses import dataclass
+from functools import partial
 import math
 from pathlib import Path
 import sys
@@ -51,6 +60,10 @@ DEMO_MAX_ACCELERATION = 3.0  # [rad/s^2]
 DEMO_STEP = 0.1  # [s] between points
 VELOCITY_SHARE = 0.4  # of the URDF velocity limit
 LIMIT_MARGIN = 0.1  # [rad] inside the position limits
+EXCITE_FREQUENCIES = (0.13, 0.37, 0.83)  # [Hz] of joint 0; joint j's are × (1 + 0.17 j)
+EXCITE_AMPLITUDE = 3.0  # [rad] at most; the limits usually bind first
+EXCITE_MAX_ACCELERATION = 8.0  # [rad/s^2]
+EXCITE_RAMP = 1.0  # [s] rise and fall of the excitation window
 
 
 @dataclass(frozen=True)
@@ -216,21 +229,65 @@ def _demo_profile(t, T, k):
 
 def demo_motion(joint_names, centre, velocity_limits, position_limits, duration=8.0):
     """The demo Waypoints about `centre` [rad] lasting `duration` [s] (see module docstring)."""
+    periods = [max(1, round(DEMO_FREQUENCIES[j % 6] * duration)) for j in range(len(joint_names))]
+    profiles = [partial(_demo_profile, T=duration, k=k) for k in periods]
+    amplitudes = [DEMO_AMPLITUDES[j] if j < len(DEMO_AMPLITUDES) else 0.6
+                  for j in range(len(joint_names))]
+    return _scaled_motion(joint_names, centre, velocity_limits, position_limits, duration,
+                          profiles, amplitudes, DEMO_MAX_ACCELERATION)
+
+
+def _excite_profile(t, T, j):
+    """Sum of EXCITE_FREQUENCIES × (1 + 0.17 j) sines in a window that rises and falls over
+    EXCITE_RAMP (quintic smoothstep), and its first two time derivatives."""
+    w, wd, wdd = _product(_ramp(t / EXCITE_RAMP, 1 / EXCITE_RAMP),
+                          _ramp((T - t) / EXCITE_RAMP, -1 / EXCITE_RAMP))
+    g, gd, gdd = np.zeros_like(t), np.zeros_like(t), np.zeros_like(t)
+    for m, f in enumerate(EXCITE_FREQUENCIES):
+        b, phase = 2 * math.pi * f * (1 + 0.17 * j), 1.3 * m * (j + 1)
+        g, gd = g + np.sin(b * t + phase), gd + b * np.cos(b * t + phase)
+        gdd = gdd - b**2 * np.sin(b * t + phase)
+    return _product((w, wd, wdd), (g, gd, gdd))
+
+
+def _ramp(x, dx):
+    """Quintic smoothstep s(x) clipped to [0, 1], and its derivatives in t (dx = dx/dt)."""
+    x = np.clip(x, 0.0, 1.0)
+    return (10 * x**3 - 15 * x**4 + 6 * x**5, dx * (30 * x**2 - 60 * x**3 + 30 * x**4),
+            dx**2 * (60 * x - 180 * x**2 + 120 * x**3))
+
+
+def _product(f, g):
+    """(f g, (f g)', (f g)'') from (f, f', f'') and (g, g', g'')."""
+    return f[0] * g[0], f[1] * g[0] + f[0] * g[1], f[2] * g[0] + 2 * f[1] * g[1] + f[0] * g[2]
+
+
+def excitation_motion(joint_names, centre, velocity_limits, position_limits, duration=12.0):
+    """The identification Waypoints about `centre` [rad] (see module docstring)."""
+    profiles = [partial(_excite_profile, T=duration, j=j) for j in range(len(joint_names))]
+    return _scaled_motion(joint_names, centre, velocity_limits, position_limits, duration,
+                          profiles, [EXCITE_AMPLITUDE] * len(joint_names),
+                          EXCITE_MAX_ACCELERATION)
+
+
+def _scaled_motion(joint_names, centre, velocity_limits, position_limits, duration, profiles,
+                   amplitudes, max_acceleration):
+    """Waypoints every DEMO_STEP of q_j = c_j + A_j p_j(t), each A_j the largest within
+    `amplitudes`, the position limits (less LIMIT_MARGIN), VELOCITY_SHARE of the velocity
+    limit and `max_acceleration`; `profiles[j](t)` gives (p, p', p'')."""
     times = np.arange(1, int(round(duration / DEMO_STEP)) + 1) * DEMO_STEP
     fine = np.linspace(0.0, duration, 4001)
     n = len(joint_names)
     q, qd, qdd = (np.empty((len(times), n)) for _ in range(3))
     for j in range(n):
-        k = max(1, round(DEMO_FREQUENCIES[j % 6] * duration))
-        amplitude = DEMO_AMPLITUDES[j] if j < len(DEMO_AMPLITUDES) else 0.6
-        _, v, acc = _demo_profile(fine, duration, k)
+        p, v, acc = profiles[j](fine)
         room = min(centre[j] - position_limits[j][0], position_limits[j][1] - centre[j])
-        amplitude = min(amplitude, max(0.0, room - LIMIT_MARGIN),
+        amplitude = min(amplitudes[j], max(0.0, room - LIMIT_MARGIN) / np.abs(p).max(),
                         VELOCITY_SHARE * velocity_limits[j] / np.abs(v).max(),
-                        DEMO_MAX_ACCELERATION / np.abs(acc).max())
-        p, v, acc = _demo_profile(times, duration, k)
+                        max_acceleration / np.abs(acc).max())
+        p, v, acc = profiles[j](times)
         q[:, j], qd[:, j], qdd[:, j] = centre[j] + amplitude * p, amplitude * v, amplitude * acc
-    q[-1], qd[-1], qdd[-1] = centre, 0.0, 0.0  # exactly at rest (w(T) = 0 up to round-off)
+    q[-1], qd[-1], qdd[-1] = centre, 0.0, 0.0  # exactly at rest (the window ends at 0)
     return Waypoints(tuple(joint_names), times, q, qd, qdd)
 
 
@@ -257,7 +314,10 @@ def parse_args(argv):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('file', nargs='?', help='waypoints, .yaml/.yml or .csv')
     source.add_argument('--demo', action='store_true', help='the built-in demo motion')
-    parser.add_argument('--duration', type=float, default=8.0, help='demo length [s]')
+    source.add_argument('--excite', action='store_true', help='the identification motion '
+                        '(every joint both ways, several speeds and accelerations)')
+    parser.add_argument('--duration', type=float, help='length of the demo (default 8 s) or '
+                        'of the excitation (12 s) [s]')
     parser.add_argument('--urdf', help='model for the demo joints and limits (default: the '
                         'bundled arm)')
     parser.add_argument('--topic', default='rnea_controller/joint_trajectory')
@@ -295,7 +355,8 @@ def demo_centre(joint_names, *messages):
 
 
 def demo_waypoints(node, args):
-    """The demo motion about the current desired (else measured) position of the model."""
+    """The demo (or, with --excite, the excitation) motion about the current desired (else
+    measured) position of the model."""
     from rnea_controller.dynamics.model import default_urdf_path, RobotModel
     model = RobotModel.from_urdf_file(args.urdf or default_urdf_path())
     reference = wait_for_message(node, args.reference, min(args.wait, 2.0))
@@ -305,8 +366,9 @@ def demo_waypoints(node, args):
         raise TrajectoryError(f'no position of joints {list(model.joint_names)} on '
                               f'{args.reference} or {args.joint_states} within {args.wait} s: '
                               'the demo starts from the current position')
-    return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
-                       args.duration)
+    motion, duration = (excitation_motion, 12.0) if args.excite else (demo_motion, 8.0)
+    return motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
+                  args.duration or duration)
 
 
 def wait_for_message(node, topic, timeout):
@@ -400,7 +462,7 @@ def main(argv=None):
     argv = sys.argv if argv is None else ['rnea-send-trajectory', *argv]
     args = parse_args(remove_ros_args(argv)[1:])
     try:
-        waypoints = None if args.demo else load_waypoints(args.file)
+        waypoints = None if args.demo or args.excite else load_waypoints(args.file)
     except TrajectoryError as error:
         print(f'rnea-send-trajectory: {error}', file=sys.stderr)
         return 1
