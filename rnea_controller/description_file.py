@@ -42,8 +42,10 @@ def read_description(path: str | Path, mappings: dict | None = None) -> str:
     if path.suffix != '.xacro':
         try:
             return path.read_text(encoding='utf-8')
-        except (OSError, UnicodeDecodeError) as error:
-            raise UrdfError(f'cannot read URDF file {path}: {error}') from None
+        except OSError as error:
+            raise UrdfError(f'cannot read {path}: {error.strerror}') from None
+        except UnicodeDecodeError as error:
+            raise UrdfError(f'cannot read {path}: not UTF-8 text ({error.reason})') from None
     command = [xacro_program(), str(path),
                *(f'{name}:={value}' for name, value in (mappings or {}).items())]
     try:

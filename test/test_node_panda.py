@@ -2,13 +2,12 @@
 publish it (seven arm joints, two fingers, one of them a mimic joint), drives the real node.
 
 `rnea-sim` (MuJoCo, which keeps the mimic finger on its leader by an equality constraint) plays
-the arm with the same URDF, its meshes left out (MuJoCo cannot open package:// files; the plant
-has no contacts). The controller reads the URDF as published, controls the seven arm joints
+the arm with the same URDF as published (the plant leaves out its geometry, whose package://
+meshes MuJoCo cannot open: it has no contacts). The controller reads the URDF as published, controls the seven arm joints
 only, and takes the fingers, which it does not command, at their measured state. Oracle: the
 simulated arm follows the trajectory sent, and each command has seven values, also with
 `joints` unset: its default leaves out mimic joints and their leaders (a gripper's fingers).
 """
-import re
 
 from conftest import console_script, Processes, robot_data_urdf, wait_for
 from control_msgs.msg import JointTrajectoryControllerState
@@ -70,9 +69,7 @@ class Recorder:
 def panda(request, tmp_path):
     """rnea-sim with the Panda and hand, and rnea-controller on the same URDF as published,
     with `joints` the arm's or unset."""
-    sim_urdf = tmp_path / 'panda_no_meshes.urdf'
-    sim_urdf.write_text(re.sub(r'<(visual|collision)\b.*?</\1>', '', PANDA.read_text(),
-                               flags=re.S))
+    sim_urdf = PANDA  # as published: package:// meshes, which the plant leaves out
     (tmp_path / 'sim.yaml').write_text(parameters(ARM) + '    initial_positions: '
                                        f'{yaml_list(READY + FINGERS)}\n')
     (tmp_path / 'controller.yaml').write_text(parameters(request.param))

@@ -246,3 +246,22 @@ def test_joint_states_recorded_before_the_controller_ran_are_left_out(tmp_path, 
     assert report['joint_states']['gap_count'] == 0, report['joint_states']['gaps']
     assert report['joint_states']['count'] == len(run.stamps)
     assert f'{n} joint states recorded before the controller' in result.table()
+
+
+def test_a_panda_whose_states_lack_its_fingers_validates_and_identifies_the_arm(tmp_path):
+    """The Panda with its hand as published; the controller ran the seven arm joints and the
+    joint states carry only those (the fingers come on the gripper's own topic): the fingers
+    are fixed as the node takes them (0), the residual is the arm's (efforts by Pinocchio on
+    the whole URDF, fingers at 0), and the parameters file names only the arm's joints."""
+    urdf = robot_data_urdf('panda_description/urdf/panda.urdf')
+    whole = RobotModel.from_urdf_file(urdf)
+    arm = whole.joint_names[:7]
+    run = make_run(urdf, arm, whole.effort_limits[:7], duration=4.0)
+    bag = write_run(tmp_path / 'bag', run, urdf.read_text())
+    result = validate_bag(bag, tmp_path / 'out', identify=True, plots=False, progress=False)
+    report = result.report
+    assert report['model']['joints'] == list(arm) == report['model']['controlled_joints']
+    worst = max(j['rms'] for j in report['residual']['joints'].values())
+    assert worst < 0.02, report['residual']  # the smoothing's own error: a few mN·m
+    written = result.files['parameters'].read_text()
+    assert 'finger' not in written.split('/**')[1], written

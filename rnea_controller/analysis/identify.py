@@ -53,7 +53,8 @@ import yaml
 
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.control import parameters
-from rnea_controller.control.law import validate_parameters
+from rnea_controller.control.law import default_joints, validate_parameters
+from rnea_controller.control.parameters import joint_of_parameter
 from rnea_controller.dynamics import spatial
 from rnea_controller.dynamics.rnea import rnea
 from rnea_controller.errors import ModelError, ParameterError
@@ -304,16 +305,19 @@ def _friction(params, model):
     return out
 
 
-def parameters_yaml(result, model=None):
+def parameters_yaml(result, model=None, joints=None):
     """The identified parameters as a ROS 2 parameters file for the node (`--params-file`).
 
     Only identifiable values are written; a com component that is not is written as 0 (the
-    node's default) and said so in a comment. Each value is checked against the parameter
-    table, and with `model` (the RobotModel fitted) the whole against `validate_parameters`
-    (the payload is left out if that refuses it): the node always starts with the file.
+    node's default) and said so in a comment. Per-joint values are written for the controlled
+    `joints` only (the run's: its reference's names; None: the node's default joints), as the
+    node refuses a per-joint parameter of a joint it does not control (a gripper's finger).
+    Each value is checked against the parameter table, and with `model` (the RobotModel
+    fitted) the whole against `validate_parameters` with those joints (the payload is left out
+    if that refuses it): the node always starts with the file.
     """
     missing = [name for name, p in result['parameters'].items() if not p['identifiable']]
-    entries, refused = _accepted(_entries(result), model)
+    entries, refused = _accepted(_entries(result), model, joints)
     lines = ['# Identified by rnea-validate --identify (linear least squares on the RNEA',
              f"# residual, {result['samples']} samples, condition number "
              f"{result['condition_number']:.3g}). Not identifiable from this motion:"]
@@ -349,18 +353,26 @@ def _entries(result):
     return entries
 
 
-def _accepted(entries, model):
+def _accepted(entries, model, joints=None):
     """(the entries the node accepts, the reasons of those it would refuse)."""
     kept, refused = [], []
+    if joints is None and model is not None:
+        joints = default_joints(model)
     for path, value in entries:
+        name = '.'.join(path)
+        joint = joint_of_parameter(name)
+        if joints is not None and joint is not None and joint not in joints:
+            refused.append(f'{name}: {joint!r} is not a controlled joint of this run')
+            continue
         try:
-            kept.append((path, parameters.check('.'.join(path), value)))
+            kept.append((path, parameters.check(name, value)))
         except ParameterError as error:
             refused.append(str(error))
     if model is None:
         return kept, refused
+    values = {'.'.join(path): value for path, value in kept}
     try:
-        validate_parameters({'.'.join(path): value for path, value in kept}, model)
+        validate_parameters({**values, 'joints': list(joints)}, model)
     except ParameterError as error:
         refused.append(f'the payload: {error}')
         kept = [(path, value) for path, value in kept if path[0] != 'payload']

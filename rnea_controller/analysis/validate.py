@@ -106,6 +106,21 @@ def load_model(bag, topics, urdf_path, locked_joints=None):
     return model, topic
 
 
+def absent_joints(bag, topics, model):
+    """{joint: value} of the model joints the first joint state lacks and the reference does
+    not name (joints nobody controls, e.g. a gripper's fingers): a mimic joint at its offset
+    (its relation with the leader at 0), else 0 [rad or m], as the node takes them when their
+    leader is absent too. Nothing if the reference names joints the model does not have."""
+    bag.require(topics['joint_states'], bagio.JOINT_STATE)
+    bag.require(topics['reference'], bagio.JOINT_STATE)
+    controlled = set(bag.first(topics['reference']).name)
+    if not controlled <= set(model.joint_names):  # another robot's URDF: check_joints says so
+        return {}
+    carried = set(bag.first(topics['joint_states']).name) | controlled
+    offsets = {model.joint_names[i]: offset for i, _, _, offset in model.mimic}
+    return {name: offsets.get(name, 0.0) for name in model.joint_names if name not in carried}
+
+
 def check_joints(bag, topics, model):
     """(reference joint names, first reference stamp [ns], its bag time [ns]) after checking
     names against model."""
@@ -241,7 +256,9 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         payload_link: link of the payload estimate; default the last joint's link
         plots: write the PNG plots
         chunk_size: messages per topic decoded at once (memory ∝ chunk_size, not bag length)
-        locked_joints: joints of the URDF to treat as fixed (e.g. a gripper's fingers)
+        locked_joints: joints of the URDF to treat as fixed (e.g. a gripper's fingers); the
+            joints the joint states lack and the controller did not control are fixed too
+            (`absent_joints`)
         identify: also fit the payload on `payload_link` and each joint's friction
             (`identify.py`); writes identified_parameters.yaml for the node's --params-file
         friction_velocity_width: w [rad/s] of the friction model fc·tanh(qd / w), as the node's
@@ -255,6 +272,10 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     with bagio.BagReader(bag_path) as bag:
         bag.require_messages()
         model, source = load_model(bag, topics, urdf_path, locked_joints)
+        absent = absent_joints(bag, topics, model)
+        if absent:  # a gripper's fingers the states do not carry: fixed, as the node takes them
+            model, source = load_model(bag, topics, urdf_path, {**dict.fromkeys(
+                locked_joints or (), 0.0), **absent})
         names, t0, run_start = check_joints(bag, topics, model)
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
@@ -365,7 +386,8 @@ def write_outputs(output_dir, report, failures, analysis, model=None):
     files['markdown'].write_text(format_markdown(report, failures))
     if 'identification' in report:
         files['parameters'] = output_dir / 'identified_parameters.yaml'
-        files['parameters'].write_text(parameters_yaml(report['identification'], model))
+        files['parameters'].write_text(parameters_yaml(
+            report['identification'], model, report['model']['controlled_joints']))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files

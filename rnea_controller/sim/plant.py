@@ -107,10 +107,24 @@ def _add_payload(spec, options):
     payload.explicitinertial = True
 
 
+def without_geometry(urdf_text):
+    """The URDF without its <visual> and <collision> elements: the plant has no contacts and
+    takes each link's mass from its <inertial> (as the controller's model does), and drivers'
+    descriptions name meshes by package:// paths that MuJoCo cannot open."""
+    root = ET.fromstring(urdf_text)
+    for link in root.iter('link'):
+        for element in [e for e in link if e.tag in ('visual', 'collision')]:
+            link.remove(element)
+    return ET.tostring(root, encoding='unicode')
+
+
 def build_model(urdf_text, options=PlantOptions()):
-    """MuJoCo model of the URDF with the plant options applied; returns mujoco.MjModel."""
+    """MuJoCo model of the URDF (its geometry left out: `without_geometry`) with the plant
+    options applied; returns mujoco.MjModel."""
     try:
-        spec = mujoco.MjSpec.from_string(urdf_text)
+        spec = mujoco.MjSpec.from_string(without_geometry(urdf_text))
+    except ET.ParseError as error:
+        raise UrdfError(f'the URDF is not well-formed XML: {error}') from error
     except (ValueError, mujoco.FatalError) as error:
         raise UrdfError(f'MuJoCo cannot load the URDF: {error}') from error
     spec.option.timestep = options.timestep
