@@ -152,11 +152,16 @@ def test_the_real_node_accepts_the_shipped_config(processes):
 
 @pytest.mark.integration
 def test_the_real_node_reads_the_arm_gripper_xacro_as_launch_passes_it(processes):
-    """`rnea-controller --urdf X.urdf.xacro`: the same reader as the launch files' urdf:=, on
-    the real xacro; the gripper's fingers (a mimic pair) are not controlled by default."""
+    """What `controller.launch.py urdf:=arm_gripper.urdf.xacro use_sim:=true` starts: both
+    programs read the xacro (the same reader as the launch file's), the real xacro runs; the
+    gripper's fingers (a mimic pair) are neither controlled nor in the simulated effort
+    controller's joints by default, so the activation check passes."""
+    processes.start([console_script('rnea-sim'), '--ros-args', '-p',
+                     f'urdf_file:={ARM_GRIPPER}'])
     proc = processes.start([console_script('rnea-controller'), '--realtime-priority', '0',
                             '--urdf', str(ARM_GRIPPER)])
     assert wait_for(lambda: ']: active' in processes.output(proc), 120.0), processes.output(proc)
+    assert 'activation refused' not in processes.output(proc)
     configured = [line for line in processes.output(proc).splitlines() if 'configured:' in line]
     assert configured and 'on shoulder_pan_joint' in configured[0], configured
     assert 'wrist_3_joint' in configured[0] and 'finger' not in configured[0], configured

@@ -4,13 +4,16 @@ MuJoCo integrates the arm (see `rnea_controller.sim.plant`); this node is the RO
 names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to all of them:
 
 - subscribes to effort commands (std_msgs/Float64MultiArray, `command_topic`, default
-  `effort_controller/commands`, ordered as parameter `joints`, default all joints in URDF tree
-  order). Like ros2_control's JointGroupEffortController it applies the last command until a
-  newer one arrives, forever: that controller has no timeout. `command_timeout` [s] > 0 adds a
-  hardware-side watchdog (zero effort after that long without a command, logged). A command
-  takes effect, after `command_delay` [s], from the first physics step that starts after its
-  arrival (a zero-order hold, as a drive applies it at its next cycle). Commands of the wrong
-  length or with non-finite values are refused and counted. Before the first command the
+  `effort_controller/commands`, ordered as parameter `joints`; default: the joints the rnea
+  controller controls by default (`control.law.default_joints`: every joint in URDF tree order
+  but mimic joints and their leaders, as a gripper's fingers have their own controller on a
+  real stack; joints not commanded get no effort). Like ros2_control's
+  JointGroupEffortController it applies the last command until a newer one arrives, forever:
+  that controller has no timeout. `command_timeout` [s] > 0 adds a hardware-side watchdog (zero
+  effort after that long without a command, logged). A command takes effect, after
+  `command_delay` [s], from the first physics step that starts after its arrival (a zero-order
+  hold, as a drive applies it at its next cycle). Commands of the wrong length or with
+  non-finite values are refused and counted. Before the first command the
   joints are braked at `initial_positions` (`hold_until_first_command`), as a real arm waits on
   its brakes for its controller. With `compensates_gravity` the arm adds g(q) to every command
   itself, as Franka and KUKA FRI do (see the plant).
@@ -40,6 +43,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
@@ -55,9 +59,15 @@ from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from rnea_controller.control.law import default_joints
 from rnea_controller.description_file import read_description
-from rnea_controller.dynamics.model import default_urdf_path
-from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
+from rnea_controller.dynamics.model import default_urdf_path, RobotModel
+from rnea_controller.errors import (
+    DescriptionWarning,
+    ParameterError,
+    RneaControllerError,
+    UrdfError,
+)
 from rnea_controller.interrupt import interrupt_once
 from rnea_controller.sim.plant import CommandHold, measure, Plant, PlantOptions
 
@@ -68,7 +78,8 @@ STATUS_NAME = 'rnea_sim: plant'
 PARAMETERS = {  # name: (default or type when unset, description)
     'robot_description': ('', 'URDF text; empty: read urdf_file'),
     'urdf_file': ('', 'URDF or .xacro path; empty: the bundled arm'),
-    'joints': (Parameter.Type.STRING_ARRAY, 'order of the command array; unset: all joints'),
+    'joints': (Parameter.Type.STRING_ARRAY, 'order of the command array; unset: the '
+               "controller's default joints (a gripper's fingers left out)"),
     'command_topic': ('effort_controller/commands', 'effort command topic (relative)'),
     'initial_positions': (Parameter.Type.DOUBLE_ARRAY,
                           '[rad] in plant joint order; unset: home pose of the bundled arm, '
@@ -184,6 +195,17 @@ def publish_timing(values, timestep):
     return 1.0 / rate, jitter
 
 
+def commanded_by_default(urdf):
+    """The joints the rnea controller controls when its `joints` is unset (`default_joints`),
+    or None (every plant joint) if this package's model cannot read the URDF."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', DescriptionWarning)
+            return default_joints(RobotModel.from_urdf_string(urdf))
+    except RneaControllerError:
+        return None
+
+
 def command_order(plant_joints, joints):
     """Index of each command entry in plant order; joints None means plant order itself."""
     if joints is None:
@@ -215,7 +237,8 @@ class SimNode(Node):
             for name, (default, text) in PARAMETERS.items()}
         self.config = sim_config(values)
         self.plant = Plant(self.config.urdf, self.config.plant)
-        self.order = command_order(self.plant.joint_names, self.config.joints)
+        self.order = command_order(self.plant.joint_names,
+                                   self.config.joints or commanded_by_default(self.config.urdf))
         self.plant.reset(initial_positions(self.plant, self.config.initial_positions))
         self.hold = CommandHold(self.plant.n, self.config.command_delay,
                                 self.config.command_timeout)
