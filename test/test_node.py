@@ -40,6 +40,7 @@ LIMITS = MODEL.effort_limits
 PIN = pin.buildModelFromUrdf(str(default_urdf_path()))
 PIN_DATA = PIN.createData()
 assert [PIN.names[i] for i in range(1, PIN.njoints)] == JOINTS  # same order: no permutation
+STATE_TIMEOUT = 0.25  # [s] in PARAMS, and test_node_fuzz's
 PARAMS = """/**:
   ros__parameters:
     state_timeout: 0.25
@@ -98,6 +99,7 @@ class Client:
             WrenchStamped, '/rnea_controller/external_wrench', 10)
         self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
         self.feeder = StateFeeder()
+        self._positions = None  # of the state the feeder publishes, by joint name
         self.spinner = BackgroundSpinner(self.node, 'test client', 'events', 0.05)
 
     def close(self):
@@ -118,8 +120,17 @@ class Client:
         self.diagnostics += [s for s in msg.status if s.name == 'rnea_controller: control loop']
 
     def set_state(self, q, qd=None, names=JOINTS, extra=()):
-        """Publish this measured state continuously from now on (None: pause)."""
+        """Publish this measured state continuously from now on. A state further than the
+        node's jump gate allows from the previous one (the arm cannot move there in a feeder
+        period) follows a pause longer than state_timeout: a new stream, as after a stall."""
         qd = np.zeros(len(q)) if qd is None else qd
+        positions = dict(zip(names, q, strict=True))
+        if self._positions is not None and any(
+                not abs(positions.get(j, np.inf) - self._positions.get(j, np.inf)) < 1e-3
+                for j in JOINTS):
+            self.feeder.pause()
+            time.sleep(STATE_TIMEOUT + 0.05)
+        self._positions = positions
         self.feeder.set(list(names) + [e[0] for e in extra], list(q) + [e[1] for e in extra],
                         list(qd) + [0.0 for _ in extra])
 
@@ -130,6 +141,7 @@ class Client:
 
     def pause(self):
         self.feeder.pause()
+        self._positions = None
 
     def settle(self, seconds=0.15, timeout=10.0):
         """Wait `seconds`, then forget what arrived: later messages reflect the new input.

@@ -3,7 +3,8 @@
 Published by the tick once a second right after its command, in the slack of that period.
 Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p50/p99 [us]
 (tick start to reference published), overruns (ticks longer than a period), missed ticks,
-ticks, state age [ms], joint states received, publish failures (middleware refused a write),
+ticks, state age [ms], joint states received, joint state jumps (refused by the jump gate:
+ros/inputs.py), publish failures (middleware refused a write),
 rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
@@ -32,6 +33,7 @@ def status_values(node):
         'overruns': node.stats.overruns, 'missed ticks': node.stats.missed,
         'ticks': node.stats.count, 'state age [ms]': f'{age:.1f}',
         'joint states received': node.states_received,
+        'joint state jumps': state.jumps,
         'publish failures': node.outputs.failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},

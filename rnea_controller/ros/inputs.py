@@ -12,9 +12,14 @@ match the names, a joint of the model is missing, or a model joint's value is no
 EMPTY velocity array is fine: positions-only drivers exist.
 
 Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
-'auto' (measured if present, else estimated). The estimate here is a plain finite difference
-of positions over their header stamps (arrival times if unstamped): a placeholder, to be
-replaced by the filtered estimator of issue 12 (`timing`).
+'auto' (measured if present, else estimated): `timing` (control/timing.py) decides at the first
+state. A positions-only state in a stream whose velocities are measured is refused (a second
+source, e.g. joint_state_publisher beside the driver), as is a state whose positions jump
+further from the previous one than the joints' velocity limits allow in the time between their
+arrivals (plus JUMP_SLACK): the jump gate, issue 26. The gate opens again once the previous
+state is older than `fresh_for` (the node's state_timeout: it went stale, and the first fresh
+state after that starts a hold where it is). A state is checked whole before anything is
+written: taken whole or refused whole.
 """
 import math
 import time
@@ -44,6 +49,7 @@ def check_names(names):
 
 
 NO_VELOCITY = np.zeros(0)
+JUMP_SLACK = 2e-3  # [s] of motion at the velocity limit a state may add to its arrival step
 
 
 class JointStateInput:
@@ -52,8 +58,12 @@ class JointStateInput:
     LoopTiming, set by the node while active) takes each state's stamp and arrival, and gives
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
-    def __init__(self, joint_names, timing=None):
+    def __init__(self, joint_names, timing=None, velocity_limits=None):
         n = len(joint_names)
+        self.velocity_limits = np.full(n, np.inf) if velocity_limits is None else np.asarray(
+            velocity_limits, np.float64)
+        self.fresh_for = math.inf  # [s] the jump gate compares with a state this recent
+        self.jumps = 0  # states refused by the jump gate
         self.joint_names = list(joint_names)
         self.q, self.qd = np.zeros(n), np.zeros(n)
         self.time = -math.inf
@@ -108,7 +118,28 @@ class JointStateInput:
             raise ValueError('non-finite position or velocity of a model joint')
         if qd is None and velocity_source == 'measured':
             raise ValueError('no velocities, and velocity_source is measured')
-        self._store(q, qd, velocity_source, stamp_ns)
+        if qd is None and self.timing is not None and self.timing.estimating is False:
+            raise ValueError('no velocities in a stream whose velocities are measured '
+                             '(a second joint-state publisher?)')
+        now = time.perf_counter()
+        self._check_jump(q, now)
+        self._store(q, qd, now, stamp_ns)
+
+    def _check_jump(self, q, now):
+        """ValueError (counted in `jumps`) if q is further from the previous state than the
+        velocity limits allow in the time since its arrival: |q - q_prev| <= qd_max (dt +
+        JUMP_SLACK), while the previous state is fresh (`fresh_for`)."""
+        dt = now - self.time
+        if not (self.valid and dt < self.fresh_for):
+            return
+        step = np.abs(q - self.q)
+        allowed = self.velocity_limits * (dt + JUMP_SLACK)
+        if np.any(step > allowed):
+            self.jumps += 1
+            j = int(np.argmax(step - allowed))
+            raise ValueError(f'joint {self.joint_names[j]!r} jumps {step[j]:.4g} rad in '
+                             f'{dt * 1e3:.3g} ms, more than its velocity limit '
+                             f'{self.velocity_limits[j]:g} rad/s allows (another source?)')
 
     def _learn(self, raw, msg):
         """After a full take of `msg`: its layout serves the next messages like it. Kept if
@@ -139,12 +170,12 @@ class JointStateInput:
             raise ValueError(f'joints {missing} of the model are missing')
         return np.array([position[j] for j in self.joint_names], dtype=np.intp)
 
-    def _store(self, q, qd, velocity_source, stamp_ns):
-        now, arrival_ns = time.perf_counter(), time.time_ns()
-        self.q[:] = q
+    def _store(self, q, qd, now, stamp_ns):
+        """Write a checked state: q, the velocity in use (measured, estimated or none)."""
         if self.timing is not None:
             qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd, stamp_ns,
-                                      arrival_ns, now)
+                                      time.time_ns(), now)
+        self.q[:] = q
         self.qd[:] = 0.0 if qd is None else qd
         self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True

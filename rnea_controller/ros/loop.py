@@ -48,6 +48,7 @@ class ControlLoop:
             latency=latency_setting(values['latency_compensation']),
             velocity_source=values['velocity_source'], cutoff=values['velocity_filter_cutoff'])
         self.state.timing = self.timing
+        self.state.fresh_for = cfg.state_timeout  # the jump gate's window (inputs.py)
         self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
@@ -115,8 +116,9 @@ class ControlLoop:
     def _swap_pending(self):
         if self._pending is not None:
             self.config, self._pending = self._pending, None
-            if self._timer is not None:  # the one timing parameter that may change while active
+            if self._timer is not None:  # the timing parameters that may change while active
                 self.timing.velocity.cutoff = self.config.values['velocity_filter_cutoff']
+                self.state.fresh_for = self.config.state_timeout
 
     def _after_tick(self, t_start):
         """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""

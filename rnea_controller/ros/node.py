@@ -186,7 +186,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def _allocate(self, cfg):
         """Preallocated state and reference (reused at every tick)."""
-        self.state = inputs.JointStateInput(cfg.model.joint_names)
+        self.state = inputs.JointStateInput(cfg.model.joint_names,
+                                            velocity_limits=cfg.model.velocity_limits)
         self._ref = np.zeros((3, len(cfg.joints)))
         self._f_ext, self._wrench_time = None, -math.inf
         self.controller = Controller(cfg)
