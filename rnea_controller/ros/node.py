@@ -85,14 +85,17 @@ class ControllerNode(ControlLoop, LifecycleNode):
         try:
             self._base_model = inputs.model_from_description(self._urdf())
             ros_parameters.declare_joints(self, self._joints())
+            # endpoints first: DDS discovers them while numba loads the law (~1 s; no callback
+            # runs during a transition, and each checks for a config)
+            self._create_entities(self._joints())
+            self.effort_check = EffortControllerCheck(self)  # discovery runs from now on
             self.config = validate_parameters(self._values(), self._base_model)
         except RneaControllerError as error:
             self.get_logger().error(f'configure failed: {error}')
+            self._destroy_entities()
             return TransitionCallbackReturn.FAILURE
         self._allocate(self.config)
-        self._create_entities()
         self.intake = TrajectoryIntake(self)
-        self.effort_check = EffortControllerCheck(self)  # discovery runs from now on
         self.mode = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
@@ -113,7 +116,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self._timer_period_ns = self._timer.timer_period_ns
         self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
-        self.get_logger().info('active')
+        self.get_logger().info('active' + realtime.since_start())
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state):
@@ -123,12 +126,20 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def on_cleanup(self, state):
         self.release_helpers()
-        self.outputs.destroy()
-        for subscription in self._subscriptions:
-            self.destroy_subscription(subscription)
-        self._subscriptions, self.outputs, self.config = [], None, None
+        self._destroy_entities()
+        self.config = None
         self.mode = 'unconfigured'
         return TransitionCallbackReturn.SUCCESS
+
+    def _destroy_entities(self):
+        if self.outputs is not None:
+            self.outputs.destroy()
+        for subscription in self._subscriptions:
+            self.destroy_subscription(subscription)
+        self._subscriptions, self.outputs = [], None
+        if self.effort_check is not None and self.intake is None:  # a failed configure's
+            self.effort_check.close()
+            self.effort_check = None
 
     def release_helpers(self):
         """The intake's thread and the effort check's context (cleanup, and program exit)."""
@@ -157,7 +168,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.destroy_timer(self._timer)
         self._timer = None
         self._swap_pending()
-        if self.state.valid:
+        if self.state.valid and self.effort_check.refusal is None:
             cfg = self.config
             tau = (self.controller.gravity_hold(cfg, self.state.q, rate_limited=False)
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
@@ -198,10 +209,10 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.stats = LoopStats()
         self.diagnostics_time = 0.0
 
-    def _create_entities(self):
+    def _create_entities(self, joints):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
-        self.outputs = Outputs(self, value('command_topic').value, self.config.joints)
+        self.outputs = Outputs(self, value('command_topic').value, joints)
         self._subscriptions = [
             self.create_subscription(JointState, value('joint_states_topic').value,
                                      self._on_joint_states, state_qos, raw=True),
