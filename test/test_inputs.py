@@ -93,3 +93,12 @@ def test_positions_only_states_are_taken_when_velocities_are_estimated():
     time.sleep(0.002)
     state.take(message(Q + 1e-3))
     assert state.timing.estimating and np.all(state.qd > 0)
+
+
+def test_a_velocity_beyond_twice_its_limit_is_refused_and_counted():
+    state = active_input()
+    with pytest.raises(ValueError, match=r"joint 'j2' velocity -4.5 rad/s is beyond 2 x its "
+                                         r'limit 2 rad/s'):
+        state.take(message(Q, [0.5, -4.5, 0.5]))
+    np.testing.assert_array_equal(state.qd, [0.5, 0.5, 0.5])
+    assert state.jumps == 1

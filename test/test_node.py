@@ -14,7 +14,7 @@ import signal
 import time
 
 from conftest import console_script, Processes, stamp, wait_for
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
 from hypothesis import given, HealthCheck, settings
 from hypothesis import strategies as st
@@ -404,8 +404,10 @@ def test_bad_messages_never_crash_it_nor_make_it_publish_anything_unsafe(
 
 
 def test_extreme_but_finite_states_are_clamped_to_the_limits(setup):
+    """Positions 1000 rad away (a new stream: after a pause), velocities just under twice the
+    limit (beyond it a state is refused: test_inputs)."""
     client, procs, proc = setup
-    client.set_state(Q0 + 1e3, np.full(6, 1e6))
+    client.set_state(Q0 + 1e3, np.full(6, 1.99 * np.pi))
     tau, _ = client.steady_command()
     assert np.all(np.isfinite(tau)) and np.all(np.abs(tau) <= LIMITS)
     assert np.any(np.abs(tau) == LIMITS)
@@ -445,6 +447,49 @@ def test_stale_policy_stop_commands_nothing_at_once(setup):
     client.steady_command()
     (result,) = client.set_parameters(stale_policy='hold_then_stop')
     assert result.successful
+
+
+def error_status(client):
+    """The newest ERROR status of the node on /diagnostics, or None."""
+    errors = [s for s in client.diagnostics if s.level == DiagnosticStatus.ERROR]
+    return errors[-1] if errors else None
+
+
+def test_a_second_state_publisher_is_named_in_an_error_and_its_states_refused(client):
+    """Issue 26, case 1: a joint_state_publisher left running beside the driver, publishing
+    the start pose at 10 Hz, stamped now. The node names both publishers in an ERROR on
+    /diagnostics while it lasts, and refuses and counts the states the arm's motion does not
+    explain (a jump; a positions-only state in a stream with velocities): the command never
+    moves. The ERROR is timed from the moment this test's own graph shows the publisher (the
+    node's DDS discovery of it may come a little later)."""
+    client.set_state(Q0)
+    tau0, _ = client.steady_command()
+    jumps, refused = (int(client.diagnostic(key)) for key in (
+        'joint state jumps', 'rejected joint_states'))
+    before = client.node.count_publishers('/joint_states')
+    second = StateFeeder(rate=10.0, name='joint_state_publisher')
+    try:
+        second.set(JOINTS, Q0 + 0.3, np.zeros(6))  # the start pose, stale
+        assert wait_for(lambda: client.node.count_publishers('/joint_states') > before, 10.0)
+        client.diagnostics.clear()
+        client.commands.clear()
+        assert wait_for(lambda: '/joint_state_publisher' in getattr(
+            error_status(client), 'message', ''), 2.0), [s.message for s in client.diagnostics]
+        message = error_status(client).message
+        assert '/test_state_feeder' in message, message  # the driver, named too
+        assert 'publishers on /joint_states' in message
+        time.sleep(1.0)
+        second.set(JOINTS, Q0 + 0.3, [])  # and positions only
+        time.sleep(1.0)
+        commands = np.array(client.commands)
+        assert len(commands) > 500
+        steps = np.abs(np.diff(commands, axis=0))
+        assert np.all(steps <= 0.25 * LIMITS), steps.max(axis=0) / LIMITS
+        np.testing.assert_allclose(commands, np.tile(tau0, (len(commands), 1)), atol=1e-9)
+        assert int(client.diagnostic('joint state jumps')) >= jumps + 5
+        assert int(client.diagnostic('rejected joint_states')) >= refused + 10
+    finally:
+        second.close()
 
 
 def change_state(client, transition_id, timeout=5.0, node='/rnea_controller'):

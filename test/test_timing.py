@@ -20,6 +20,7 @@ from rnea_controller.control.timing import (
     LoopTiming,
     PhaseLock,
     predict,
+    StampClock,
     VelocityEstimator,
 )
 from rnea_controller.ros.realtime import BackgroundSpinner
@@ -284,3 +285,57 @@ def test_loop_timing_estimates_velocities_of_a_positions_only_stream_and_predict
     assert fixed.on_state(np.zeros(2), np.ones(2), 5, 5, 0.0).tolist() == [1.0, 1.0]
     assert fixed.horizon(0.0) == 0.004 and not fixed.estimating
     assert LoopTiming(2, 1e-3, latency='off').horizon(1.0) is None
+
+
+def effect_instants(skew, seconds=3.0, seed=0):
+    """Issue 26: a 1 kHz stream sampled at t, arriving at t + 0.2-0.6 ms, stamped t + skew(t);
+    each tick 0.1 ms after an arrival asks when its command takes effect. Returns the
+    instants [s] on the true clock (stamp in use + L, less the skew if the stamp was used)
+    and the LoopTiming."""
+    rng = np.random.default_rng(seed)
+    timing = LoopTiming(1, 1e-3, phase_lock=False)
+    instants, timing.usable = [], []
+    for t in np.arange(100.0, 100.0 + seconds, 1e-3):
+        arrival = t + rng.uniform(2e-4, 6e-4)
+        stamp_ns, arrival_ns = round((t + skew(t)) * 1e9), round(arrival * 1e9)
+        timing.on_state(np.zeros(1), np.zeros(1), stamp_ns, arrival_ns, arrival)
+        L = timing.horizon(arrival + 1e-4)  # published on this clock, as the node does
+        used = timing.stamp_ns * 1e-9 - (skew(t) if timing.stamp_ns == stamp_ns else 0.0)
+        instants.append(used + L - t)
+        timing.usable.append(timing.clock.usable)
+    return np.array(instants), timing
+
+
+@pytest.mark.parametrize('skew', [-0.9, -0.05, -0.006, -0.001, 0.001, 0.006, 0.05, 0.9])
+def test_stamps_on_an_offset_clock_are_replaced_by_arrivals(skew):
+    """Stamps 1-900 ms early or late: the offset is measured; beyond the plausible range
+    (-1, +5 ms) after the first 10 states the command's effect is placed as without the
+    offset (within one 1 kHz cycle); within it the stamps are kept (off by the offset)."""
+    straight, _ = effect_instants(lambda t: 0.0)
+    skewed, timing = effect_instants(lambda t: skew)
+    assert np.all(np.abs(straight[10:] - 1.5e-3) < 1e-3)  # the next cycle after arrival
+    assert timing.clock.offset == pytest.approx(2e-4 - skew, abs=1e-5)
+    assert timing.clock.usable == (abs(skew) < 5e-3)
+    bound = 1e-3 + (abs(skew) if timing.clock.usable else 0.0)
+    assert np.all(np.abs(skewed[10:] - straight[10:]) <= bound + 1e-9)
+
+
+def test_a_drifting_clock_is_found_when_its_offset_leaves_the_plausible_range():
+    """1 ms/s of drift (1000 ppm) from a synchronised start: the stamps are used until the
+    offset is beyond 5 ms (at most one 1 s window later), the arrivals after that."""
+    instants, timing = effect_instants(lambda t: -1e-3 * (t - 100.0), seconds=8.0)
+    found = timing.usable.index(False) * 1e-3  # [s] into the stream
+    assert 4.8 < found < 6.8
+    assert np.all(np.abs(instants[round(found * 1e3):] - 1.5e-3) < 1e-3)
+    assert timing.clock.offset > 5e-3
+
+
+def test_stamp_clock_windows_and_bounds():
+    clock = StampClock()
+    for k in range(9):
+        assert clock.on_state(k * 1e-3 - 0.05, k * 1e-3)  # 9 states: no window yet
+    assert not clock.on_state(9e-3 - 0.05, 9e-3)  # the 10th: 50 ms, implausible
+    assert clock.offset == pytest.approx(0.05)
+    for k in range(10, 1011):  # synchronised again: usable after the next 1 s window
+        usable = clock.on_state(k * 1e-3 - 3e-4, k * 1e-3)
+    assert usable and clock.offset == pytest.approx(3e-4)

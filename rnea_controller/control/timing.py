@@ -3,14 +3,16 @@ prediction.
 
 ROS-free; the node calls these from its state callback and its fixed-rate tick (issue 12).
 Times are seconds: `stamp` on the stream's clock (the JointState header, the instant the state
-was sampled), `arrival` and `tick` on this node's clocks. The latency estimate assumes the
-stamps are on this host's clock (same machine, or clocks synchronised by PTP/chrony).
+was sampled), `arrival` and `tick` on this node's clocks. The latency estimate needs the stamps
+on this host's clock (same machine, or clocks synchronised by PTP/chrony); StampClock finds
+when they are not (issue 26), and the arrivals then stand for them.
 
 - VelocityEstimator: qd from positions and their stamps, a first-order low-pass on the finite
   difference (lag and noise below), for positions-only drivers.
 - PhaseLock: places the fixed-rate ticks `offset` after the states' arrivals by nudging the
   timer's next period within +-max_slew, never changing its nominal rate.
 - LatencyEstimator: the delay L from a state's stamp to the instant its command takes effect.
+- StampClock: the offset of the stamps' clock from ours, and whether the stamps are usable.
 - predict: the state carried forward from its stamp to that instant.
 """
 import math
@@ -179,6 +181,36 @@ class LatencyEstimator:
         return L
 
 
+class StampClock:
+    """Are the stamps on this host's clock? The offset is the smallest transit arrival - stamp
+    [s] over a window (the first `first` states, then 1 s of arrivals and at least `first`
+    states), which on one host, or with clocks synchronised by PTP/chrony, is a local link's: a
+    fraction of a millisecond. Outside [low, high] (a driver on another computer without time
+    synchronisation, its clock behind or ahead), `usable` is False until a window measures a
+    plausible offset again: the loop then times the states by their arrival.
+    """
+
+    def __init__(self, low: float = -1e-3, high: float = 5e-3, first: int = 10) -> None:
+        self.low, self.high, self.first = low, high, first
+        self.offset = math.nan  # of the last full window [s]
+        self.usable = True
+        self._transits = []
+        self._start = None
+
+    def on_state(self, stamp: float, arrival: float) -> bool:
+        """A state stamped `stamp` [s] arrived at `arrival` [s]; returns `usable`."""
+        self._transits.append(arrival - stamp)
+        if self._start is None:
+            self._start = arrival
+        if len(self._transits) >= self.first and (math.isnan(self.offset)
+                                                  or arrival - self._start >= 1.0):
+            self.offset = min(self._transits)
+            self.usable = self.low <= self.offset <= self.high
+            self._transits.clear()
+            self._start = None
+        return self.usable
+
+
 def predict(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, dt: float, lag: float = 0.0,
             out: np.ndarray | None = None) -> np.ndarray:
     """The state carried forward by dt [s] under the desired acceleration qdd [rad/s^2]:
@@ -224,6 +256,7 @@ class LoopTiming:
         self.lag = 0.0  # of the velocity in use [s]
         self.stamp_ns = 0  # of the newest state [ns]
         self.unstamped = 0  # states whose stamp was zero or more than 1 s from their arrival
+        self.clock = StampClock()
         zeros = np.zeros(n)  # compile (or load the cache) now: a tick must not wait for numba
         predict(zeros, zeros, zeros, 0.0, out=np.empty((2, n)))
 
@@ -231,7 +264,8 @@ class LoopTiming:
                  tick_clock: float) -> np.ndarray:
         """A state: positions q [rad], velocities qd [rad/s] (empty: none), stamp [ns],
         arrival [ns] on the stamps' clock and [s] on the tick's clock. A stamp that is zero or
-        more than 1 s away from the arrival is not usable: the arrival stands for it.
+        more than 1 s away from the arrival, or on a clock offset from ours (StampClock), is
+        not usable: the arrival stands for it.
         Returns the velocity to use [rad/s]."""
         if self.estimating is None:
             self.estimating = self.velocity_source == 'estimated' or (
@@ -239,6 +273,12 @@ class LoopTiming:
         if abs(arrival_ns - stamp_ns) > 1_000_000_000:
             stamp_ns = arrival_ns
             self.unstamped += 1
+        else:
+            usable = self.clock.usable
+            if self.clock.on_state(stamp_ns * 1e-9, arrival_ns * 1e-9) != usable:
+                self.estimator = LatencyEstimator(self.period)  # its transit: the other times'
+            if not self.clock.usable:
+                stamp_ns = arrival_ns  # stamps on another clock (StampClock)
         self.stamp_ns = stamp_ns
         stamp = stamp_ns * 1e-9
         self.estimator.on_state(stamp, arrival_ns * 1e-9)

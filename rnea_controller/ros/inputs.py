@@ -16,7 +16,8 @@ Velocities, by `velocity_source`: 'measured' (the message must carry them), 'est
 state. A positions-only state in a stream whose velocities are measured is refused (a second
 source, e.g. joint_state_publisher beside the driver), as is a state whose positions jump
 further from the previous one than the joints' velocity limits allow in the time between their
-arrivals (plus JUMP_SLACK): the jump gate, issue 26. The gate opens again once the previous
+arrivals (plus JUMP_SLACK), or with a velocity beyond VELOCITY_MARGIN times its limit: the jump
+gate, issue 26. The gate opens again once the previous
 state is older than `fresh_for` (the node's state_timeout: it went stale, and the first fresh
 state after that starts a hold where it is). A state is checked whole before anything is
 written: taken whole or refused whole.
@@ -50,6 +51,7 @@ def check_names(names):
 
 NO_VELOCITY = np.zeros(0)
 JUMP_SLACK = 2e-3  # [s] of motion at the velocity limit a state may add to its arrival step
+VELOCITY_MARGIN = 2.0  # a measured velocity beyond this times its joint's limit is refused
 
 
 class JointStateInput:
@@ -122,13 +124,19 @@ class JointStateInput:
             raise ValueError('no velocities in a stream whose velocities are measured '
                              '(a second joint-state publisher?)')
         now = time.perf_counter()
-        self._check_jump(q, now)
+        self._check_motion(q, qd, now)
         self._store(q, qd, now, stamp_ns)
 
-    def _check_jump(self, q, now):
-        """ValueError (counted in `jumps`) if q is further from the previous state than the
-        velocity limits allow in the time since its arrival: |q - q_prev| <= qd_max (dt +
-        JUMP_SLACK), while the previous state is fresh (`fresh_for`)."""
+    def _check_motion(self, q, qd, now):
+        """ValueError (counted in `jumps`) if a velocity is beyond VELOCITY_MARGIN times its
+        limit, or q is further from the previous state than the velocity limits allow in the
+        time since its arrival: |q - q_prev| <= qd_max (dt + JUMP_SLACK), while the previous
+        state is fresh (`fresh_for`)."""
+        if qd is not None and np.any(np.abs(qd) > VELOCITY_MARGIN * self.velocity_limits):
+            self.jumps += 1
+            j = int(np.argmax(np.abs(qd) / self.velocity_limits))
+            raise ValueError(f'joint {self.joint_names[j]!r} velocity {qd[j]:.4g} rad/s is beyond '
+                             f'{VELOCITY_MARGIN:g} x its limit {self.velocity_limits[j]:g} rad/s')
         dt = now - self.time
         if not (self.valid and dt < self.fresh_for):
             return

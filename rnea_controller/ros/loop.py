@@ -18,7 +18,8 @@ period and, once a second, /diagnostics go out in the slack of the period.
 Stale state (newest valid joint state older than `state_timeout`, by arrival on the steady
 clock): the trajectory is dropped; `stale_policy` hold_then_stop publishes g(q_last) for
 `stale_hold_time` then nothing, hold publishes g(q_last) until states return, stop publishes
-nothing at once. Fresh states then hold the measured position.
+nothing at once. Fresh states then hold the measured position. A second source of joint states
+(issue 26) is kept out by inputs.py's gates, and shown by node.py's `_check_sources`.
 
 Effort controller of other joints, seen after activation (effort_check.py): no command from
 that tick on, and the node deactivates without a final command.

@@ -47,6 +47,8 @@ from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
 PARAMETERS = {spec.name: spec for spec in GLOBAL}  # the node's global parameters (the table)
+SOURCES_PERIOD = 0.2  # [s] between two looks at the joint states' publishers
+UNKNOWN = '_NODE_NAME_UNKNOWN_'  # rmw's name of a node not discovered yet
 INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_description',
           'parameters')
 
@@ -60,6 +62,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.config, self._pending, self._timer = None, None, None
         self.action_server, self.intake, self.effort_check = None, None, None
         self.mode = 'unconfigured'
+        self.sources = None  # while active: why the joint states come from several sources
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
         self.deactivate_requested = False
@@ -114,6 +117,9 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self._timer = self.create_timer(self.config.period, realtime.timer_callback(self._tick),
                                         clock=self._steady)
         self._timer_period_ns = self._timer.timer_period_ns
+        self.sources, self._offset_logged = None, False
+        self._sources_timer = self.create_timer(SOURCES_PERIOD, self._check_sources,
+                                                clock=self._steady)
         self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active' + realtime.since_start())
@@ -166,6 +172,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def _stop_loop(self):
         self.destroy_timer(self._timer)
+        self.destroy_timer(self._sources_timer)
         self._timer = None
         self._swap_pending()
         if self.state.valid and self.effort_check.refusal is None:
@@ -236,6 +243,37 @@ class ControllerNode(ControlLoop, LifecycleNode):
                 f'estimated from positions (low-pass {cutoff:g} Hz, lag '
                 f'{self.timing.lag * 1e3:.2f} ms)' if self.timing.estimating
                 else 'measured (the joint states)'))
+
+    def _check_sources(self):
+        """Every SOURCES_PERIOD while active: more than one publisher of the joint states
+        (`sources`, an error in the log and /diagnostics while it lasts; the states of the
+        stream the arm's motion does not explain are refused by JointStateInput's gates), and
+        stamps on another clock (a warning, once); each in /diagnostics from the next tick."""
+        topic = self._subscriptions[0].topic_name
+        sources = None
+        if self.count_publishers(topic) > 1:
+            names = sorted(f'{i.node_namespace.rstrip("/")}/{i.node_name}'
+                           for i in self.get_publishers_info_by_topic(topic))
+            if any(UNKNOWN in name for name in names):
+                return  # an endpoint discovered before its node's name: look again soon
+            sources = f'{len(names)} publishers on {topic}: {", ".join(names)}'
+        if sources != self.sources:
+            if sources is not None:
+                self.get_logger().error(f'{sources}: one source of joint states needed; '
+                                        'states the motion does not explain are refused')
+            else:
+                self.get_logger().info(f'one publisher on {topic} again')
+            self.sources = sources
+            self._diagnostics_due = 0.0
+        clock = self.timing.clock
+        if not clock.usable and not self._offset_logged:
+            self._offset_logged = True
+            self._diagnostics_due = 0.0
+            self.get_logger().warning(
+                f'joint-state stamps are {clock.offset * 1e3:.1f} ms from their arrival (a '
+                f"local link takes < {clock.high * 1e3:g} ms): the sender's clock is not "
+                "this host's; timing by arrival instead. Synchronise the clocks (PTP or "
+                'chrony)')
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""
