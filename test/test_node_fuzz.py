@@ -183,12 +183,24 @@ def test_a_long_trajectory_is_taken_without_stalling_the_loop(setup):
 
 
 def test_a_non_finite_law_holds_gravity_then_deactivates_with_the_final_command(setup):
+    from geometry_msgs.msg import WrenchStamped
     import pinocchio as pin
     from test_node import clip, PIN, PIN_DATA
     client, procs, proc, raw = setup
-    client.set_state(Q0, np.full(6, 1e200))  # finite, but the law overflows
-    assert wait_for(lambda: 'control law not finite' in procs.output(proc), 5.0)
-    assert wait_for(lambda: ' s: deactivating' in procs.output(proc), 5.0)
+    client.set_state(Q0)
+    client.steady_command()
+    huge = WrenchStamped()  # finite, but the law overflows (a velocity of 1e200 rad/s did,
+    huge.header.frame_id = 'wrist_3_link'  # before the states' velocity gate, issue 26)
+    for field in ('force', 'torque'):
+        vector = getattr(huge.wrench, field)
+        vector.x = vector.y = vector.z = 1.7e308
+
+    def deactivated():
+        client.wrench_pub.publish(huge)  # again: external_wrench_timeout is 0.1 s
+        return ' s: deactivating' in procs.output(proc)
+    assert wait_for(deactivated, 5.0, period=0.02)
+    assert 'control law not finite' in procs.output(proc)
+    time.sleep(0.2)  # the wrench expired
     gravity = clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, Q0))
     assert wait_for(lambda: np.allclose(client.commands[-1], gravity, atol=1e-6), 3.0)
     assert all(np.all(np.isfinite(c)) and np.all(np.abs(c) <= LIMITS) for c in client.commands)

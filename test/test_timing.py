@@ -229,7 +229,9 @@ def compiled_while_active(output):
 @pytest.mark.integration
 def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(processes, probe):
     sim, controller = start_arm(processes, 'publish_velocity:=false')
-    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
+    # and states: the controller starts in ~1 s now, its references may come before the
+    # simulator's first state reaches this probe (discovery)
+    assert wait_for(lambda: len(probe.references) > 200 and probe.states, 90.0), (
         processes.output(sim) + processes.output(controller))
     assert len(probe.states[-1].velocity) == 0
     start = np.array(probe.references[-1].position)
@@ -249,7 +251,9 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
 @pytest.mark.integration
 def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     sim, controller = start_arm(processes, 'publish_rate:=500.0', 'publish_jitter:=0.0003')
-    assert wait_for(lambda: len(probe.references) > 200, 90.0), (
+    # and states: the controller starts in ~1 s now, its references may come before the
+    # simulator's first state reaches this probe (discovery)
+    assert wait_for(lambda: len(probe.references) > 200 and probe.states, 90.0), (
         processes.output(sim) + processes.output(controller))
     assert wait_for(lambda: len(probe.diagnostics) >= 3, 10.0)
     # the stream: 2 ms between stamps (this Python subscriber may miss some on a loaded machine)
