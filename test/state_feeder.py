@@ -35,10 +35,13 @@ class StateFeeder:
                                f'(exit code {self.proc.poll()})')
         return int(line)
 
-    def set(self, names, positions, velocities):
-        """Publish this state from the feeder's next period on; returns the subscription count."""
+    def set(self, names, positions, velocities, stamp_offset=0.0):
+        """Publish this state from the feeder's next period on, stamped `stamp_offset` [s]
+        after the publication (a clock ahead; negative: behind); returns the subscription
+        count."""
         return self._ask({'name': list(names), 'position': [float(x) for x in positions],
-                          'velocity': [float(x) for x in velocities]})
+                          'velocity': [float(x) for x in velocities],
+                          'stamp_offset': stamp_offset})
 
     def pause(self):
         return self._ask(None)
@@ -58,12 +61,13 @@ class StateFeeder:
 
 def main(topic, rate, name):
     import rclpy
+    import rclpy.time
     from sensor_msgs.msg import JointState
 
     rclpy.init()
     node = rclpy.create_node(name)
     publisher = node.create_publisher(JointState, topic, 10)
-    period, msg = 1.0 / rate, None
+    period, msg, offset_ns = 1.0 / rate, None, 0
     due = time.monotonic()
     while True:
         ready, _, _ = select.select([sys.stdin], [], [], max(0.0, due - time.monotonic()))
@@ -75,11 +79,13 @@ def main(topic, rate, name):
             if request is None:
                 msg = None
             elif request != 'count':
+                offset_ns = round(request.pop('stamp_offset') * 1e9)
                 msg = JointState(**request)
             print(publisher.get_subscription_count(), flush=True)
             continue
         if msg is not None:
-            msg.header.stamp = node.get_clock().now().to_msg()
+            msg.header.stamp = rclpy.time.Time(
+                nanoseconds=node.get_clock().now().nanoseconds + offset_ns).to_msg()
             publisher.publish(msg)
         due = max(due + period, time.monotonic())  # after a stall: on again, no burst
     node.destroy_node()

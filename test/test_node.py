@@ -492,6 +492,37 @@ def test_a_second_state_publisher_is_named_in_an_error_and_its_states_refused(cl
         second.close()
 
 
+def test_states_stamped_50_ms_early_or_late_are_timed_by_their_arrival(setup, processes):
+    """Issue 26, case 2: a driver whose clock is 50 ms behind or ahead of this host's. With
+    latency compensation (the default) each ~/reference is stamped with the instant its command
+    is for (state stamp + L): a few ms after it arrives here, with the offset or without. Before,
+    the stamps were taken at their word and the reference went 50 ms off (tracking RMS 20-50
+    times worse). Measured on the node's own reference, the same run, offsets in turn."""
+    client, _, _ = setup
+    lags = []
+    sub = client.node.create_subscription(
+        JointState, '/arm3/rnea_controller/reference',
+        lambda msg: lags.append(stamp(msg) - time.time()), 1000)
+    feeder = StateFeeder('/arm3/joint_states', rate=500.0)
+    proc = start_controller_in(processes, '/arm3')
+    try:
+        medians = {}
+        for offset in (0.0, -0.05, 0.05):
+            feeder.set(JOINTS, Q0, np.zeros(6), stamp_offset=offset)
+            time.sleep(2.5)  # StampClock decides within 1 s of windows
+            lags.clear()
+            assert wait_for(lambda: len(lags) > 200, 10.0), processes.output(proc)
+            medians[offset] = float(np.median(lags))
+        assert abs(medians[0.0]) < 0.01, medians  # a few ms ahead at most
+        assert abs(medians[-0.05] - medians[0.0]) < 0.005, medians
+        assert abs(medians[0.05] - medians[0.0]) < 0.005, medians
+        assert 'ms from their arrival' in processes.output(proc)  # the warning, once
+        assert processes.output(proc).count('ms from their arrival') == 1
+    finally:
+        client.node.destroy_subscription(sub)
+        feeder.close()
+
+
 def change_state(client, transition_id, timeout=5.0, node='/rnea_controller'):
     """Call `node`'s lifecycle change_state. Its service client is made once and kept:
     destroying an entity while the client's executor spins can end that executor's thread."""
