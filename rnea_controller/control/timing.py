@@ -5,7 +5,7 @@ ROS-free; the node calls these from its state callback and its fixed-rate tick (
 Times are seconds: `stamp` on the stream's clock (the JointState header, the instant the state
 was sampled), `arrival` and `tick` on this node's clocks. The latency estimate needs the stamps
 on this host's clock (same machine, or clocks synchronised by PTP/chrony); StampClock finds
-when they are not (issue 26), and the arrivals then stand for them.
+when they are not (issue 26), and the stamps are then re-based by the measured offset.
 
 - VelocityEstimator: qd from positions and their stamps, a first-order low-pass on the finite
   difference (lag and noise below), for positions-only drivers.
@@ -187,7 +187,9 @@ class StampClock:
     states), which on one host, or with clocks synchronised by PTP/chrony, is a local link's: a
     fraction of a millisecond. Outside [low, high] (a driver on another computer without time
     synchronisation, its clock behind or ahead), `usable` is False until a window measures a
-    plausible offset again: the loop then times the states by their arrival.
+    plausible offset again: the loop then re-bases the stamps on its clock, stamp + offset
+    (the sample instants, late by the link's smallest transit; arrival times instead would add
+    the link's whole transit and its jitter: 6-12 x the tracking error over a relay, issue 26).
     """
 
     def __init__(self, low: float = -1e-3, high: float = 5e-3, first: int = 10) -> None:
@@ -264,8 +266,8 @@ class LoopTiming:
                  tick_clock: float) -> np.ndarray:
         """A state: positions q [rad], velocities qd [rad/s] (empty: none), stamp [ns],
         arrival [ns] on the stamps' clock and [s] on the tick's clock. A stamp that is zero or
-        more than 1 s away from the arrival, or on a clock offset from ours (StampClock), is
-        not usable: the arrival stands for it.
+        more than 1 s away from the arrival is not usable: the arrival stands for it; one on a
+        clock offset from ours (StampClock) is re-based by that offset.
         Returns the velocity to use [rad/s]."""
         if self.estimating is None:
             self.estimating = self.velocity_source == 'estimated' or (
@@ -277,8 +279,8 @@ class LoopTiming:
             usable = self.clock.usable
             if self.clock.on_state(stamp_ns * 1e-9, arrival_ns * 1e-9) != usable:
                 self.estimator = LatencyEstimator(self.period)  # its transit: the other times'
-            if not self.clock.usable:
-                stamp_ns = arrival_ns  # stamps on another clock (StampClock)
+            if not self.clock.usable:  # another clock: re-based on ours (StampClock)
+                stamp_ns += round(self.clock.offset * 1e9)
         self.stamp_ns = stamp_ns
         stamp = stamp_ns * 1e-9
         self.estimator.on_state(stamp, arrival_ns * 1e-9)

@@ -11,7 +11,7 @@ saturation <joint> (ticks that joint's command was limited), diagnostics publish
 previous one's cost); timing (docs/timing.md): latency [ms] (running mean of L, the delay from a
 state's stamp to its command's effect), latency compensation, phase lock offset [ms] (ticks
 after the states' arrival), velocity source (measured or estimated), unstamped states, stamp
-offset [ms] and stamps (used, or arrival times used: StampClock); joint_states publishers
+offset [ms] and stamps (used, or re-based by the offset: StampClock); joint_states publishers
 (issue 26: 'one', or their count and names).
 """
 import math
@@ -58,14 +58,14 @@ def timing_values(timing):
             timing.estimating],
         'unstamped states': timing.unstamped,
         'stamp offset [ms]': f'{timing.clock.offset * 1e3:.3f}',
-        'stamps': 'used' if timing.clock.usable else 'not this clock: arrival times used',
+        'stamps': 'used' if timing.clock.usable else 'another clock: re-based by the offset',
     }
 
 
 def make_status(node, stamp):
     """The DiagnosticArray of the node's status now: ERROR while the joint states come from
     several publishers (the message names them) or a mismatching effort controller is refused,
-    WARN while stale, waiting, failing or timing by arrival (stamps on another clock)."""
+    WARN while stale, waiting, failing or re-basing stamps of another clock."""
     values = status_values(node)
     values['joint_states publishers'] = node.sources or 'one'
     timing = getattr(node, 'timing', None)

@@ -17,10 +17,9 @@ state. A positions-only state in a stream whose velocities are measured is refus
 source, e.g. joint_state_publisher beside the driver), as is a state whose positions jump
 further from the previous one than the joints' velocity limits allow in the time between their
 arrivals (plus JUMP_SLACK), or with a velocity beyond VELOCITY_MARGIN times its limit: the jump
-gate, issue 26. The gate opens again once the previous
-state is older than `fresh_for` (the node's state_timeout: it went stale, and the first fresh
-state after that starts a hold where it is). A state is checked whole before anything is
-written: taken whole or refused whole.
+gate, issue 26. The gate opens again once the previous state is older than `fresh_for` (the
+node's state_timeout: it went stale, and the first fresh state after that starts a hold where
+it is). A state is checked whole before anything is written: taken whole or refused whole.
 """
 import math
 import time

@@ -272,8 +272,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
             self.get_logger().warning(
                 f'joint-state stamps are {clock.offset * 1e3:.1f} ms from their arrival (a '
                 f"local link takes < {clock.high * 1e3:g} ms): the sender's clock is not "
-                "this host's; timing by arrival instead. Synchronise the clocks (PTP or "
-                'chrony)')
+                "this host's; stamps re-based by the offset meanwhile. Synchronise the "
+                'clocks (PTP or chrony)')
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""
