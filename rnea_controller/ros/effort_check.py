@@ -25,7 +25,7 @@ from rclpy.parameter import parameter_value_to_python
 ANSWER = 1.0  # [s] for its answer
 ATTEMPTS = 3  # questions to a service seen but not answering
 UNANSWERED = f'did not answer within {ANSWER:g} s'
-LOOK = 0.05  # [s] between two looks for the service in the graph
+LOOK = 0.1  # [s] between two looks for the service in the graph
 
 
 class EffortControllerCheck:
