@@ -375,15 +375,15 @@ def effect_instants(skew, seconds=3.0, seed=0):
 @pytest.mark.parametrize('skew', [-0.9, -0.05, -0.006, -0.001, 0.001, 0.006, 0.05, 0.9])
 def test_stamps_on_an_offset_clock_are_re_based_by_the_offset(skew):
     """Stamps 1-900 ms early or late: the offset is measured; beyond the plausible range
-    (-1, +5 ms) after the first 10 states the command's effect is placed as without the
+    (-1, +5 ms), after the first 1 s window, the command's effect is placed as without the
     offset (within one 1 kHz cycle); within it the stamps are kept (off by the offset)."""
     straight, _ = effect_instants(lambda t: 0.0)
     skewed, timing = effect_instants(lambda t: skew)
-    assert np.all(np.abs(straight[10:] - 1.5e-3) < 1e-3)  # the next cycle after arrival
+    assert np.all(np.abs(straight[1000:] - 1.5e-3) < 1e-3)  # the next cycle after arrival
     assert timing.clock.offset == pytest.approx(2e-4 - skew, abs=1e-5)
     assert timing.clock.usable == (abs(skew) < 5e-3)
     bound = 1e-3 + (abs(skew) if timing.clock.usable else 0.0)
-    assert np.all(np.abs(skewed[10:] - straight[10:]) <= bound + 1e-9)
+    assert np.all(np.abs(skewed[1001:] - straight[1001:]) <= bound + 1e-9)
 
 
 def test_a_drifting_clock_is_found_when_its_offset_leaves_the_plausible_range():
@@ -399,10 +399,10 @@ def test_a_drifting_clock_is_found_when_its_offset_leaves_the_plausible_range():
 
 def test_stamp_clock_windows_and_bounds():
     clock = StampClock()
-    for k in range(9):
-        assert clock.on_state(k * 1e-3 - 0.05, k * 1e-3)  # 9 states: no window yet
-    assert not clock.on_state(9e-3 - 0.05, 9e-3)  # the 10th: 50 ms, implausible
+    for k in range(1000):
+        assert clock.on_state(k * 1e-3 - 0.05, k * 1e-3)  # no full window yet: 1 s of states
+    assert not clock.on_state(1.0 - 0.05, 1.0)  # the window closes: 50 ms, implausible
     assert clock.offset == pytest.approx(0.05)
-    for k in range(10, 1011):  # synchronised again: usable after the next 1 s window
+    for k in range(1001, 2003):  # synchronised again: usable after the next 1 s window
         usable = clock.on_state(k * 1e-3 - 3e-4, k * 1e-3)
     assert usable and clock.offset == pytest.approx(3e-4)

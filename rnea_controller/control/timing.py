@@ -183,8 +183,10 @@ class LatencyEstimator:
 
 class StampClock:
     """Are the stamps on this host's clock? The offset is the smallest transit arrival - stamp
-    [s] over a window (the first `first` states, then 1 s of arrivals and at least `first`
-    states), which on one host, or with clocks synchronised by PTP/chrony, is a local link's: a
+    [s] over a window (1 s of arrivals and at least `first` states: the first states after
+    activation can all wait more than 5 ms in a queue, and 10 of them were once taken for
+    another clock), which on one host, or with clocks synchronised by PTP/chrony, is a local
+    link's: a
     fraction of a millisecond. Outside [low, high] (a driver on another computer without time
     synchronisation, its clock behind or ahead), `usable` is False until a window measures a
     plausible offset again: the loop then re-bases the stamps on its clock, stamp + offset
@@ -208,8 +210,7 @@ class StampClock:
         self._transits.append(arrival - stamp)
         if self._start is None:
             self._start = arrival
-        if len(self._transits) >= self.first and (math.isnan(self.offset)
-                                                  or arrival - self._start >= 1.0):
+        if len(self._transits) >= self.first and arrival - self._start >= 1.0:
             smallest, re_basing = min(self._transits), not self.usable
             self.usable = self.low <= smallest <= self.high
             # a window's smallest transit is late by a loaded spell's delay: while re-basing,

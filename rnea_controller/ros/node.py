@@ -248,7 +248,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
         """Every SOURCES_PERIOD while active: more than one publisher of the joint states
         (`sources`, an error in the log and /diagnostics while it lasts; the states of the
         stream the arm's motion does not explain are refused by JointStateInput's gates), and
-        stamps on another clock (a warning, once); each in /diagnostics from the next tick."""
+        stamps on another clock (a warning, once); the publishers in /diagnostics from the next
+        tick, the offset at the next 1 Hz status."""
         topic = self._subscriptions[0].topic_name
         sources = None
         if self.count_publishers(topic) > 1:
@@ -268,7 +269,6 @@ class ControllerNode(ControlLoop, LifecycleNode):
         clock = self.timing.clock
         if not clock.usable and not self._offset_logged:
             self._offset_logged = True
-            self._diagnostics_due = 0.0
             self.get_logger().warning(
                 f'joint-state stamps are {clock.offset * 1e3:.1f} ms from their arrival (a '
                 f"local link takes < {clock.high * 1e3:g} ms): the sender's clock is not "
