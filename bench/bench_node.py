@@ -345,7 +345,7 @@ def message_paths():
     zeros = array.array('d', bytes(56))
     typed_reference = JointState(name=PANDA_JOINTS, position=zeros, velocity=zeros,
                                  effort=zeros)
-    state = JointStateInput(PANDA_JOINTS)
+    state = JointStateInput(PANDA_JOINTS, velocity_limits=np.full(7, 2.0))  # as the node: gated
     raw = reference.raw()  # a JointState of the 7 joints, as the wire carries it
 
     def typed_take():

@@ -8,7 +8,8 @@ what to publish, one JSON line on its stdin per change, and the feeder acknowled
 the number of subscriptions its publisher has matched, so that after `set` returns every
 message it publishes is the new state.
 
-Run as a script: `python state_feeder.py TOPIC RATE_HZ`.
+Each message is stamped when published. Run as a script: `python state_feeder.py TOPIC RATE_HZ
+NODE_NAME`.
 """
 import json
 import select
@@ -20,8 +21,8 @@ import time
 class StateFeeder:
     """Test side: start the feeder process and tell it which JointState to publish."""
 
-    def __init__(self, topic='/joint_states', rate=200.0):
-        self.proc = subprocess.Popen([sys.executable, __file__, topic, str(rate)],
+    def __init__(self, topic='/joint_states', rate=200.0, name='test_state_feeder'):
+        self.proc = subprocess.Popen([sys.executable, __file__, topic, str(rate), name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def _ask(self, request, timeout=20.0):
@@ -34,10 +35,13 @@ class StateFeeder:
                                f'(exit code {self.proc.poll()})')
         return int(line)
 
-    def set(self, names, positions, velocities):
-        """Publish this state from the feeder's next period on; returns the subscription count."""
+    def set(self, names, positions, velocities, stamp_offset=0.0):
+        """Publish this state from the feeder's next period on, stamped `stamp_offset` [s]
+        after the publication (a clock ahead; negative: behind); returns the subscription
+        count."""
         return self._ask({'name': list(names), 'position': [float(x) for x in positions],
-                          'velocity': [float(x) for x in velocities]})
+                          'velocity': [float(x) for x in velocities],
+                          'stamp_offset': stamp_offset})
 
     def pause(self):
         return self._ask(None)
@@ -55,14 +59,15 @@ class StateFeeder:
                 self.proc.wait(5.0)
 
 
-def main(topic, rate):
+def main(topic, rate, name):
     import rclpy
+    import rclpy.time
     from sensor_msgs.msg import JointState
 
     rclpy.init()
-    node = rclpy.create_node('test_state_feeder')
+    node = rclpy.create_node(name)
     publisher = node.create_publisher(JointState, topic, 10)
-    period, msg = 1.0 / rate, None
+    period, msg, offset_ns = 1.0 / rate, None, 0
     due = time.monotonic()
     while True:
         ready, _, _ = select.select([sys.stdin], [], [], max(0.0, due - time.monotonic()))
@@ -74,10 +79,13 @@ def main(topic, rate):
             if request is None:
                 msg = None
             elif request != 'count':
+                offset_ns = round(request.pop('stamp_offset') * 1e9)
                 msg = JointState(**request)
             print(publisher.get_subscription_count(), flush=True)
             continue
         if msg is not None:
+            msg.header.stamp = rclpy.time.Time(
+                nanoseconds=node.get_clock().now().nanoseconds + offset_ns).to_msg()
             publisher.publish(msg)
         due = max(due + period, time.monotonic())  # after a stall: on again, no burst
     node.destroy_node()
@@ -85,4 +93,4 @@ def main(topic, rate):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], float(sys.argv[2]))
+    main(sys.argv[1], float(sys.argv[2]), sys.argv[3])

@@ -205,12 +205,24 @@ def test_a_long_trajectory_is_taken_without_stalling_the_loop(setup):
 
 
 def test_a_non_finite_law_holds_gravity_then_deactivates_with_the_final_command(setup):
+    from geometry_msgs.msg import WrenchStamped
     import pinocchio as pin
     from test_node import clip, PIN, PIN_DATA
     client, procs, proc, raw = setup
-    client.set_state(Q0, np.full(6, 1e200))  # finite, but the law overflows
-    assert wait_for(lambda: 'control law not finite' in procs.output(proc), 5.0)
-    assert wait_for(lambda: ' s: deactivating' in procs.output(proc), 5.0)
+    client.set_state(Q0)
+    client.steady_command()
+    huge = WrenchStamped()  # finite, but the law overflows (a velocity of 1e200 rad/s did,
+    huge.header.frame_id = 'wrist_3_link'  # before the states' velocity gate, issue 26)
+    for field in ('force', 'torque'):
+        vector = getattr(huge.wrench, field)
+        vector.x = vector.y = vector.z = 1.7e308
+
+    def deactivated():
+        client.wrench_pub.publish(huge)  # again: external_wrench_timeout is 0.1 s
+        return ' s: deactivating' in procs.output(proc)
+    assert wait_for(deactivated, 5.0, period=0.02)
+    assert 'control law not finite' in procs.output(proc)
+    time.sleep(0.2)  # the wrench expired
     gravity = clip(pin.computeGeneralizedGravity(PIN, PIN_DATA, Q0))
     assert wait_for(lambda: np.allclose(client.commands[-1], gravity, atol=1e-6), 3.0)
     assert all(np.all(np.isfinite(c)) and np.all(np.abs(c) <= LIMITS) for c in client.commands)
@@ -292,3 +304,54 @@ def test_an_out_of_range_start_up_value_is_one_clear_line_not_a_traceback():
     assert done.returncode == 1
     assert 'state_timeout' in done.stderr and '[0.001, 1]' in done.stderr
     assert 'Traceback' not in done.stderr + done.stdout
+
+
+VMAX = np.pi  # [rad/s] every joint of the bundled arm
+offsets = st.sampled_from([0.0, 1e-5, -1e-5, 0.1, -0.3, 3.0, -3.0, 100.0])
+velocity_kinds = st.sampled_from(['zeros', 'empty', 'beyond the limit', 'nan', 'short'])
+stamp_kinds = st.one_of(
+    st.floats(1e-3, 0.9).flatmap(lambda x: st.sampled_from([x, -x])),  # another clock
+    st.sampled_from(['backwards', 'zero', 'now']))
+
+
+def odd_state(offset, velocities, stamp_kind, previous_ns):
+    """A message of a second stream beside the driver's: the driver's pose moved by `offset`
+    [rad], velocities of that kind, stamped by `stamp_kind` (an offset [s], 'backwards' before
+    the previous one, 'zero' or 'now'). Returns (message, its stamp [ns])."""
+    now_ns = time.time_ns()
+    stamp_ns = {'backwards': previous_ns - 5_000_000, 'zero': 0, 'now': now_ns}.get(
+        stamp_kind, None)
+    stamp_ns = now_ns + round(stamp_kind * 1e9) if stamp_ns is None else stamp_ns
+    qd = {'zeros': [0.0] * 6, 'empty': [], 'beyond the limit': [2.5 * VMAX] * 6,
+          'nan': [float('nan')] * 6, 'short': [0.0] * 5}[velocities]
+    msg = JointState(name=JOINTS, position=list(Q0 + offset), velocity=qd)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(max(stamp_ns, 0), 1_000_000_000)
+    return msg, stamp_ns
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stream=st.lists(st.tuples(offsets, velocity_kinds, stamp_kinds), min_size=5,
+                       max_size=40))
+def test_a_second_stream_of_odd_states_and_stamps_never_makes_a_single_tick_outlier(setup,
+                                                                                    stream):
+    """Issue 26, case 3: between the driver's states (the feeder, 200 Hz, stamped now), a
+    second publisher sends states 2 ms apart: poses jumped by up to 100 rad or within 1e-5
+    rad, velocities zero, missing, beyond twice the limit, NaN or short; stamps on clocks
+    1-900 ms off, going backwards, zero. The node commands the driver's state throughout:
+    every command finite, within the limits, and no step above 0.25 x the limit (before issue
+    26 a positions-only state 3 rad away was half-written and the next tick's command spiked
+    to the limits)."""
+    client, procs, proc, raw = setup
+    client.set_state(Q0)
+    client.steady_command()
+    previous_ns = time.time_ns()
+    for offset, velocities, stamp_kind in stream:
+        msg, previous_ns = odd_state(offset, velocities, stamp_kind, previous_ns)
+        client.state_pub.publish(msg)
+        time.sleep(0.002)
+    time.sleep(0.05)
+    commands = np.array(client.commands)
+    assert len(commands) > 10 and proc.poll() is None
+    check_commands(client)
+    steps = np.abs(np.diff(commands, axis=0))
+    assert np.all(steps <= 0.25 * LIMITS), steps.max(axis=0) / LIMITS

@@ -3,14 +3,16 @@ prediction.
 
 ROS-free; the node calls these from its state callback and its fixed-rate tick (issue 12).
 Times are seconds: `stamp` on the stream's clock (the JointState header, the instant the state
-was sampled), `arrival` and `tick` on this node's clocks. The latency estimate assumes the
-stamps are on this host's clock (same machine, or clocks synchronised by PTP/chrony).
+was sampled), `arrival` and `tick` on this node's clocks. The latency estimate needs the stamps
+on this host's clock (same machine, or clocks synchronised by PTP/chrony); StampClock finds
+when they are not (issue 26), and the stamps are then re-based by the measured offset.
 
 - VelocityEstimator: qd from positions and their stamps, a first-order low-pass on the finite
   difference (lag and noise below), for positions-only drivers.
 - PhaseLock: places the fixed-rate ticks `offset` after the states' arrivals by nudging the
   timer's next period within +-max_slew, never changing its nominal rate.
 - LatencyEstimator: the delay L from a state's stamp to the instant its command takes effect.
+- StampClock: the offset of the stamps' clock from ours, and whether the stamps are usable.
 - predict: the state carried forward from its stamp to that instant.
 """
 import math
@@ -179,6 +181,47 @@ class LatencyEstimator:
         return L
 
 
+class StampClock:
+    """Are the stamps on this host's clock? The offset is the smallest transit arrival - stamp
+    [s] over a window (1 s of arrivals and at least `first` states: the first states after
+    activation can all wait more than 5 ms in a queue, and 10 of them were once taken for
+    another clock), which on one host, or with clocks synchronised by PTP/chrony, is a local
+    link's: a
+    fraction of a millisecond. Outside [low, high] (a driver on another computer without time
+    synchronisation, its clock behind or ahead), `usable` is False until a window measures a
+    plausible offset again: the loop then re-bases the stamps on its clock, stamp + offset
+    (the sample instants, late by the link's smallest transit; arrival times instead would add
+    the link's whole transit and its jitter: 6-12 x the tracking error over a relay, issue 26).
+    While re-basing, the offset follows a smaller window minimum at once and a larger one by at
+    most `drift` [s] a window (200 ppm): one window's minimum taken in a loaded spell, 2 ms
+    late, would otherwise move every stamp of the next second by 2 ms.
+    """
+
+    def __init__(self, low: float = -1e-3, high: float = 5e-3, first: int = 10,
+                 drift: float = 2e-4) -> None:
+        self.low, self.high, self.first, self.drift = low, high, first, drift
+        self.offset = math.nan  # of the last full window [s]
+        self.usable = True
+        self._transits = []
+        self._start = None
+
+    def on_state(self, stamp: float, arrival: float) -> bool:
+        """A state stamped `stamp` [s] arrived at `arrival` [s]; returns `usable`."""
+        self._transits.append(arrival - stamp)
+        if self._start is None:
+            self._start = arrival
+        if len(self._transits) >= self.first and arrival - self._start >= 1.0:
+            smallest, re_basing = min(self._transits), not self.usable
+            self.usable = self.low <= smallest <= self.high
+            # a window's smallest transit is late by a loaded spell's delay: while re-basing,
+            # the offset follows a smaller one at once and a larger one by `drift` at most
+            self.offset = (min(smallest, self.offset + self.drift)
+                           if re_basing and not self.usable else smallest)
+            self._transits.clear()
+            self._start = None
+        return self.usable
+
+
 def predict(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, dt: float, lag: float = 0.0,
             out: np.ndarray | None = None) -> np.ndarray:
     """The state carried forward by dt [s] under the desired acceleration qdd [rad/s^2]:
@@ -224,6 +267,7 @@ class LoopTiming:
         self.lag = 0.0  # of the velocity in use [s]
         self.stamp_ns = 0  # of the newest state [ns]
         self.unstamped = 0  # states whose stamp was zero or more than 1 s from their arrival
+        self.clock = StampClock()
         zeros = np.zeros(n)  # compile (or load the cache) now: a tick must not wait for numba
         predict(zeros, zeros, zeros, 0.0, out=np.empty((2, n)))
 
@@ -231,7 +275,8 @@ class LoopTiming:
                  tick_clock: float) -> np.ndarray:
         """A state: positions q [rad], velocities qd [rad/s] (empty: none), stamp [ns],
         arrival [ns] on the stamps' clock and [s] on the tick's clock. A stamp that is zero or
-        more than 1 s away from the arrival is not usable: the arrival stands for it.
+        more than 1 s away from the arrival is not usable: the arrival stands for it; one on a
+        clock offset from ours (StampClock) is re-based by that offset.
         Returns the velocity to use [rad/s]."""
         if self.estimating is None:
             self.estimating = self.velocity_source == 'estimated' or (
@@ -239,6 +284,12 @@ class LoopTiming:
         if abs(arrival_ns - stamp_ns) > 1_000_000_000:
             stamp_ns = arrival_ns
             self.unstamped += 1
+        else:
+            usable = self.clock.usable
+            if self.clock.on_state(stamp_ns * 1e-9, arrival_ns * 1e-9) != usable:
+                self.estimator = LatencyEstimator(self.period)  # its transit: the other times'
+            if not self.clock.usable:  # another clock: re-based on ours (StampClock)
+                stamp_ns += round(self.clock.offset * 1e9)
         self.stamp_ns = stamp_ns
         stamp = stamp_ns * 1e-9
         self.estimator.on_state(stamp, arrival_ns * 1e-9)

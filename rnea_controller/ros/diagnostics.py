@@ -3,13 +3,16 @@
 Published by the tick once a second right after its command, in the slack of that period.
 Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p50/p99 [us]
 (tick start to reference published), overruns (ticks longer than a period), missed ticks,
-ticks, state age [ms], joint states received, publish failures (middleware refused a write),
+ticks, state age [ms], joint states received, joint state jumps (refused by the jump gate:
+ros/inputs.py), publish failures (middleware refused a write),
 rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
 previous one's cost); timing (docs/timing.md): latency [ms] (running mean of L, the delay from a
 state's stamp to its command's effect), latency compensation, phase lock offset [ms] (ticks
-after the states' arrival), velocity source (measured or estimated), unstamped states.
+after the states' arrival), velocity source (measured or estimated), unstamped states, stamp
+offset [ms] and stamps (used, or re-based by the offset: StampClock); joint_states publishers
+(issue 26: 'one', or their count and names).
 """
 import math
 import time
@@ -32,6 +35,7 @@ def status_values(node):
         'overruns': node.stats.overruns, 'missed ticks': node.stats.missed,
         'ticks': node.stats.count, 'state age [ms]': f'{age:.1f}',
         'joint states received': node.states_received,
+        'joint state jumps': state.jumps,
         'publish failures': node.outputs.failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},
@@ -53,16 +57,26 @@ def timing_values(timing):
         'velocity source': {None: 'no state yet', True: 'estimated', False: 'measured'}[
             timing.estimating],
         'unstamped states': timing.unstamped,
+        'stamp offset [ms]': f'{timing.clock.offset * 1e3:.3f}',
+        'stamps': 'used' if timing.clock.usable else 'another clock: re-based by the offset',
     }
 
 
 def make_status(node, stamp):
-    """The DiagnosticArray of the node's status now; WARN while stale, waiting or failing."""
+    """The DiagnosticArray of the node's status now: ERROR while the joint states come from
+    several publishers (the message names them) or a mismatching effort controller is refused,
+    WARN while stale, waiting, failing or re-basing stamps of another clock."""
     values = status_values(node)
-    warn = node.mode.startswith(('stale', 'waiting', 'law'))
+    values['joint_states publishers'] = node.sources or 'one'
+    timing = getattr(node, 'timing', None)
+    if node.sources is not None or node.mode.startswith('refused'):
+        level, message = DiagnosticStatus.ERROR, f'{node.mode}; {node.sources or ""}'.rstrip('; ')
+    elif node.mode.startswith(('stale', 'waiting', 'law')) or (timing and not timing.clock.usable):
+        level, message = DiagnosticStatus.WARN, node.mode
+    else:
+        level, message = DiagnosticStatus.OK, node.mode
     status = DiagnosticStatus(
-        level=DiagnosticStatus.WARN if warn else DiagnosticStatus.OK, name=STATUS_NAME,
-        message=node.mode, hardware_id=node.config.model.name,
+        level=level, name=STATUS_NAME, message=message, hardware_id=node.config.model.name,
         values=[KeyValue(key=k, value=str(v)) for k, v in values.items()])
     msg = DiagnosticArray(status=[status])
     msg.header.stamp = stamp

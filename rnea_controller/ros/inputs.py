@@ -14,9 +14,14 @@ controlled (a gripper's fingers) may be absent: it enters at its mimic relation 
 · q_leader + offset, qd = multiplier · qd_leader) if it has one, else at q = qd = 0.
 
 Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
-'auto' (measured if present, else estimated). The estimate here is a plain finite difference
-of positions over their header stamps (arrival times if unstamped): a placeholder, to be
-replaced by the filtered estimator of issue 12 (`timing`).
+'auto' (measured if present, else estimated): `timing` (control/timing.py) decides at the first
+state. A positions-only state in a stream whose velocities are measured is refused (a second
+source, e.g. joint_state_publisher beside the driver), as is a state whose positions jump
+further from the previous one than the joints' velocity limits allow in the time between their
+arrivals (plus JUMP_SLACK), or with a velocity beyond VELOCITY_MARGIN times its limit: the jump
+gate, issue 26. The gate opens again once the previous state is older than `fresh_for` (the
+node's state_timeout: it went stale, and the first fresh state after that starts a hold where
+it is). A state is checked whole before anything is written: taken whole or refused whole.
 """
 import math
 import time
@@ -47,6 +52,8 @@ def check_names(names):
 
 
 NO_VELOCITY = np.zeros(0)
+JUMP_SLACK = 2e-3  # [s] of motion at the velocity limit a state may add to its arrival step
+VELOCITY_MARGIN = 2.0  # a measured velocity beyond this times its joint's limit is refused
 
 
 class JointStateInput:
@@ -55,8 +62,13 @@ class JointStateInput:
     LoopTiming, set by the node while active) takes each state's stamp and arrival, and gives
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
-    def __init__(self, joint_names, timing=None, required=None, mimic=()):
+    def __init__(self, joint_names, timing=None, required=None, mimic=(),
+                 velocity_limits=None):
         n = len(joint_names)
+        self._limits = [math.inf] * n if velocity_limits is None else [
+            float(v) for v in velocity_limits]  # [rad/s] of the jump gate
+        self.fresh_for = math.inf  # [s] the jump gate compares with a state this recent
+        self.jumps = 0  # states refused by the jump gate
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
@@ -116,7 +128,35 @@ class JointStateInput:
             raise ValueError('non-finite position or velocity of a model joint')
         if qd is None and velocity_source == 'measured':
             raise ValueError('no velocities, and velocity_source is measured')
-        self._store(q, qd, velocity_source, stamp_ns)
+        if qd is None and self.timing is not None and self.timing.estimating is False:
+            raise ValueError('no velocities in a stream whose velocities are measured '
+                             '(a second joint-state publisher?)')
+        now = time.perf_counter()
+        self._check_motion(q, qd, now)
+        self._store(q, qd, now, stamp_ns)
+
+    def _check_motion(self, q, qd, now):
+        """ValueError (counted in `jumps`) if a velocity is beyond VELOCITY_MARGIN times its
+        limit, or q is further from the previous state than the velocity limits allow in the
+        time since its arrival: |q - q_prev| <= qd_max (dt + JUMP_SLACK), while the previous
+        state is fresh (`fresh_for`). Plain floats: 2 µs a state, numpy's took 7.5."""
+        limits = self._limits
+        if qd is not None:
+            for j, (v, v_max) in enumerate(zip(qd.tolist(), limits)):
+                if abs(v) > VELOCITY_MARGIN * v_max:
+                    self.jumps += 1
+                    raise ValueError(f'joint {self.joint_names[j]!r} velocity {v:.4g} rad/s is '
+                                     f'beyond {VELOCITY_MARGIN:g} x its limit {v_max:g} rad/s')
+        dt = now - self.time
+        if not (self.valid and dt < self.fresh_for):
+            return
+        reach = dt + JUMP_SLACK
+        for j, (a, b, v_max) in enumerate(zip(q.tolist(), self.q.tolist(), limits)):
+            if abs(a - b) > v_max * reach:
+                self.jumps += 1
+                raise ValueError(f'joint {self.joint_names[j]!r} jumps {abs(a - b):.4g} rad in '
+                                 f'{dt * 1e3:.3g} ms, more than its velocity limit {v_max:g} '
+                                 'rad/s allows (another source?)')
 
     def _learn(self, raw, msg):
         """After a full take of `msg`: its layout serves the next messages like it. Kept if
@@ -162,12 +202,12 @@ class JointStateInput:
             if qd is not None:
                 qd[i] = multiplier * qd[leader]
 
-    def _store(self, q, qd, velocity_source, stamp_ns):
-        now, arrival_ns = time.perf_counter(), time.time_ns()
-        self.q[:] = q
+    def _store(self, q, qd, now, stamp_ns):
+        """Write a checked state: q, the velocity in use (measured, estimated or none)."""
         if self.timing is not None:
             qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd, stamp_ns,
-                                      arrival_ns, now)
+                                      time.time_ns(), now)
+        self.q[:] = q
         self.qd[:] = 0.0 if qd is None else qd
         self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True

@@ -18,7 +18,11 @@ period and, once a second, /diagnostics go out in the slack of the period.
 Stale state (newest valid joint state older than `state_timeout`, by arrival on the steady
 clock): the trajectory is dropped; `stale_policy` hold_then_stop publishes g(q_last) for
 `stale_hold_time` then nothing, hold publishes g(q_last) until states return, stop publishes
-nothing at once. Fresh states then hold the measured position.
+nothing at once. Fresh states then hold the measured position. A second source of joint states
+(issue 26) is kept out by inputs.py's gates, and shown by node.py's `_check_sources`.
+
+Effort controller of other joints, seen after activation (effort_check.py): no command from
+that tick on, and the node deactivates without a final command.
 
 Law failure (non-finite law at runtime): the gravity hold of the last good configuration at the
 measured position, logged once, counted in 'non-finite fallbacks'; after `law_failure_timeout`
@@ -32,7 +36,7 @@ import numpy as np
 from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import LoopTiming, predict
 from rnea_controller.control.trajectory import Trajectory
-from rnea_controller.ros import diagnostics
+from rnea_controller.ros import diagnostics, realtime
 
 
 class ControlLoop:
@@ -48,11 +52,12 @@ class ControlLoop:
             latency=latency_setting(values['latency_compensation']),
             velocity_source=values['velocity_source'], cutoff=values['velocity_filter_cutoff'])
         self.state.timing = self.timing
+        self.state.fresh_for = cfg.state_timeout  # the jump gate's window (inputs.py)
         self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
-        self._velocity_logged = False
+        self._velocity_logged = self._commanding_logged = False
         self._period_ns = round(cfg.period * 1e9)
 
     def _tick(self):
@@ -60,6 +65,8 @@ class ControlLoop:
         -> law -> publish."""
         if self._timer is None:  # the executor had queued this tick before the loop stopped
             return
+        if self.effort_check.refusal is not None:  # a mismatching effort controller appeared
+            return self._refuse_effort_controller()
         t_start = time.perf_counter()
         self._swap_pending()
         cfg, state = self.config, self.state
@@ -115,8 +122,9 @@ class ControlLoop:
     def _swap_pending(self):
         if self._pending is not None:
             self.config, self._pending = self._pending, None
-            if self._timer is not None:  # the one timing parameter that may change while active
+            if self._timer is not None:  # the timing parameters that may change while active
                 self.timing.velocity.cutoff = self.config.values['velocity_filter_cutoff']
+                self.state.fresh_for = self.config.state_timeout
 
     def _after_tick(self, t_start):
         """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
@@ -155,6 +163,19 @@ class ControlLoop:
         """Hold the measured position from now on (activation, return of fresh states)."""
         self.trajectory = Trajectory.hold(self.state.q[self.config.index], self._seconds(now_ns))
         self._stale_since = None
+        if not self._commanding_logged:
+            self._commanding_logged = True
+            self.get_logger().info('first command: holding the measured position'
+                                   + realtime.since_start())
+
+    def _refuse_effort_controller(self):
+        """No command to a controller of other joints: the loop ends, without a final command
+        (effort_check.py)."""
+        if not self.deactivate_requested:
+            self.get_logger().error(f'commands stopped, deactivating: '
+                                    f'{self.effort_check.refusal}')
+            self.mode = 'refused: effort controller joints'
+            self.deactivate_requested = True
 
     def _stale_tick(self, cfg, t_start):
         """No fresh state: drop the trajectory and act by `stale_policy` (module doc)."""

@@ -3,10 +3,13 @@
 Command-line options come before `--ros-args` (`--urdf FILE`, a URDF or .xacro file, and
 realtime.py's scheduling options); ROS arguments after it. Start-up: an out-of-range parameter
 or an unreadable --urdf ends the program with one line naming it (exit code 1). Ctrl-C or
-SIGTERM: the final command, then exit 0.
+SIGTERM: the final command, then exit 0. Without a DDS configuration of the user's, Fast DDS
+announces the node quicker (`quick_discovery`).
 """
 import argparse
 import gc
+import os
+from pathlib import Path
 import sys
 
 import rclpy
@@ -30,6 +33,24 @@ def _options(args):
     return parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
 
 
+DDS_SETTINGS = ('FASTDDS_DEFAULT_PROFILES_FILE', 'FASTRTPS_DEFAULT_PROFILES_FILE',
+                'ROS_DISCOVERY_SERVER', 'FASTDDS_ENVIRONMENT_FILE')
+# the profiles Fast DDS loads by itself from the working directory
+DDS_FILES = ('DEFAULT_FASTDDS_PROFILES.xml', 'DEFAULT_FASTRTPS_PROFILES.xml')
+
+
+def quick_discovery():
+    """Fast DDS (Kilted's default RMW) with more, quicker initial announcements
+    (fast_discovery.xml), unless the user configured DDS: states reach a new node in ~0.1 s,
+    not 0.1-3 s (issue 26)."""
+    if os.environ.get('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp') != 'rmw_fastrtps_cpp':
+        return
+    if not any(os.environ.get(name) for name in DDS_SETTINGS) and not any(
+            Path(name).is_file() for name in DDS_FILES):
+        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(
+            Path(__file__).with_name('fast_discovery.xml'))
+
+
 def main(args=None):
     """Console script `rnea-controller` (ROS arguments after --ros-args)."""
     options = _options(args)
@@ -42,6 +63,7 @@ def main(args=None):
         overrides.append(Parameter('robot_description', value=text))
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
+    quick_discovery()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     # Ctrl-C and SIGTERM set a flag, seen between callbacks, from now on: under ros2 launch a
     # terminal's Ctrl-C comes twice (to the group, and forwarded), and neither may cut short

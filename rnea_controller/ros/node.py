@@ -52,6 +52,8 @@ from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
 PARAMETERS = {spec.name: spec for spec in GLOBAL}  # the node's global parameters (the table)
+SOURCES_PERIOD = 0.2  # [s] between two looks at the joint states' publishers
+UNKNOWN = '_NODE_NAME_UNKNOWN_'  # rmw's name of a node not discovered yet
 INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_description',
           'parameters')
 
@@ -65,6 +67,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.config, self._pending, self._timer = None, None, None
         self.action_server, self.intake, self.effort_check = None, None, None
         self.mode = 'unconfigured'
+        self.sources = None  # while active: why the joint states come from several sources
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
         self.deactivate_requested = False
@@ -91,14 +94,17 @@ class ControllerNode(ControlLoop, LifecycleNode):
             self._base_model = inputs.model_from_description(self._urdf(),
                                                              self.get_logger().warning)
             ros_parameters.declare_joints(self, self._joints())
+            # endpoints first: DDS discovers them while numba loads the law (~1 s; no callback
+            # runs during a transition, and each checks for a config)
+            self._create_entities(self._joints())
+            self.effort_check = EffortControllerCheck(self)  # discovery runs from now on
             self.config = validate_parameters(self._values(), self._base_model)
         except RneaControllerError as error:
             self.get_logger().error(f'configure failed: {error}')
+            self._destroy_entities()
             return TransitionCallbackReturn.FAILURE
         self._allocate(self.config)
-        self._create_entities()
         self.intake = TrajectoryIntake(self)
-        self.effort_check = EffortControllerCheck(self)  # discovery runs from now on
         self.mode = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
@@ -119,9 +125,12 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self._timer = self.create_timer(self.config.period, realtime.timer_callback(self._tick),
                                         clock=self._steady)
         self._timer_period_ns = self._timer.timer_period_ns
+        self.sources, self._offset_logged = None, False
+        self._sources_timer = self.create_timer(SOURCES_PERIOD, self._check_sources,
+                                                clock=self._steady)
         self.action_server = TrajectoryActionServer(self, dict(self.config.values))
         self._diagnostics_due = time.perf_counter() + 1.0
-        self.get_logger().info('active')
+        self.get_logger().info('active' + realtime.since_start())
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state):
@@ -131,12 +140,20 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def on_cleanup(self, state):
         self.release_helpers()
-        self.outputs.destroy()
-        for subscription in self._subscriptions:
-            self.destroy_subscription(subscription)
-        self._subscriptions, self.outputs, self.config = [], None, None
+        self._destroy_entities()
+        self.config = None
         self.mode = 'unconfigured'
         return TransitionCallbackReturn.SUCCESS
+
+    def _destroy_entities(self):
+        if self.outputs is not None:
+            self.outputs.destroy()
+        for subscription in self._subscriptions:
+            self.destroy_subscription(subscription)
+        self._subscriptions, self.outputs = [], None
+        if self.effort_check is not None and self.intake is None:  # a failed configure's
+            self.effort_check.close()
+            self.effort_check = None
 
     def release_helpers(self):
         """The intake's thread and the effort check's context (cleanup, and program exit)."""
@@ -163,9 +180,10 @@ class ControllerNode(ControlLoop, LifecycleNode):
 
     def _stop_loop(self):
         self.destroy_timer(self._timer)
+        self.destroy_timer(self._sources_timer)
         self._timer = None
         self._swap_pending()
-        if self.state.valid:
+        if self.state.valid and self.effort_check.refusal is None:
             cfg = self.config
             tau = (self.controller.gravity_hold(cfg, self.state.q, rate_limited=False)
                    if cfg.final_command == 'gravity_hold' else np.zeros(len(cfg.joints)))
@@ -195,7 +213,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
     def _allocate(self, cfg):
         """Preallocated state and reference (reused at every tick)."""
         self.state = inputs.JointStateInput(cfg.model.joint_names, required=cfg.joints,
-                                            mimic=cfg.model.mimic)
+                                            mimic=cfg.model.mimic,
+                                            velocity_limits=cfg.model.velocity_limits)
         self._ref = np.zeros((3, len(cfg.joints)))
         self._f_ext, self._wrench_time = None, -math.inf
         self.controller = Controller(cfg)
@@ -206,10 +225,10 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.stats = LoopStats()
         self.diagnostics_time = 0.0
 
-    def _create_entities(self):
+    def _create_entities(self, joints):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
-        self.outputs = Outputs(self, value('command_topic').value, self.config.joints)
+        self.outputs = Outputs(self, value('command_topic').value, joints)
         self._subscriptions = [
             self.create_subscription(JointState, value('joint_states_topic').value,
                                      self._on_joint_states, state_qos, raw=True),
@@ -233,6 +252,37 @@ class ControllerNode(ControlLoop, LifecycleNode):
                 f'estimated from positions (low-pass {cutoff:g} Hz, lag '
                 f'{self.timing.lag * 1e3:.2f} ms)' if self.timing.estimating
                 else 'measured (the joint states)'))
+
+    def _check_sources(self):
+        """Every SOURCES_PERIOD while active: more than one publisher of the joint states
+        (`sources`, an error in the log and /diagnostics while it lasts; the states of the
+        stream the arm's motion does not explain are refused by JointStateInput's gates), and
+        stamps on another clock (a warning, once); the publishers in /diagnostics from the next
+        tick, the offset at the next 1 Hz status."""
+        topic = self._subscriptions[0].topic_name
+        sources = None
+        if self.count_publishers(topic) > 1:
+            names = sorted(f'{i.node_namespace.rstrip("/")}/{i.node_name}'
+                           for i in self.get_publishers_info_by_topic(topic))
+            if any(UNKNOWN in name for name in names):
+                return  # an endpoint discovered before its node's name: look again soon
+            sources = f'{len(names)} publishers on {topic}: {", ".join(names)}'
+        if sources != self.sources:
+            if sources is not None:
+                self.get_logger().error(f'{sources}: one source of joint states needed; '
+                                        'states the motion does not explain are refused')
+            else:
+                self.get_logger().info(f'one publisher on {topic} again')
+            self.sources = sources
+            self._diagnostics_due = 0.0
+        clock = self.timing.clock
+        if not clock.usable and not self._offset_logged:
+            self._offset_logged = True
+            self.get_logger().warning(
+                f'joint-state stamps are {clock.offset * 1e3:.1f} ms from their arrival (a '
+                f"local link takes < {clock.high * 1e3:g} ms): the sender's clock is not "
+                "this host's; stamps re-based by the offset meanwhile. Synchronise the "
+                'clocks (PTP or chrony)')
 
     def _on_wrench(self, msg):
         """F/T sensor: the wrench the environment applies on link `frame_id` -> f_ext."""

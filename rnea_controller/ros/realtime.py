@@ -41,6 +41,22 @@ def _threads():
     return [int(tid) for tid in os.listdir('/proc/self/task')]
 
 
+def process_age():
+    """Seconds since this process started (Linux: /proc; elsewhere None)."""
+    try:
+        with open('/proc/self/stat', encoding='ascii') as stat, open('/proc/uptime') as up:
+            start_ticks = int(stat.read().rsplit(')', 1)[1].split()[19])
+            return float(up.read().split()[0]) - start_ticks / os.sysconf('SC_CLK_TCK')
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def since_start():
+    """' (1.23 s after the process started)' for a log line, or '' where unknown."""
+    age = process_age()
+    return '' if age is None else f' ({age:.2f} s after the process started)'
+
+
 def has_realtime_kernel():
     """True on a PREEMPT_RT kernel (/sys/kernel/realtime reads 1), as realtime_tools checks."""
     try:
