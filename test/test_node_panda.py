@@ -4,9 +4,10 @@ publish it (seven arm joints, two fingers, one of them a mimic joint), drives th
 `rnea-sim` (MuJoCo, which keeps the mimic finger on its leader by an equality constraint) plays
 the arm with the same URDF as published (the plant leaves out its geometry, whose package://
 meshes MuJoCo cannot open: it has no contacts). The controller reads the URDF as published,
-controls the seven arm joints only, and takes the fingers, which it does not command, at their measured state. Oracle: the
-simulated arm follows the trajectory sent, and each command has seven values, also with
-`joints` unset: its default leaves out mimic joints and their leaders (a gripper's fingers).
+controls the seven arm joints only, and takes the fingers, which it does not command, at their
+measured state. Oracle: the simulated arm follows the trajectory sent, and each command has
+seven values, also with `joints` unset: its default leaves out mimic joints and their leaders
+(a gripper's fingers).
 """
 
 from conftest import console_script, Processes, robot_data_urdf, wait_for
