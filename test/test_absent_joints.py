@@ -71,3 +71,27 @@ def test_the_in_place_reading_fills_the_same_way():
         np.testing.assert_array_equal(inputs.q, [*q, q[7]])
         np.testing.assert_array_equal(inputs.qd, [*qd, qd[7]])
     assert in_place == 4
+
+
+def test_a_refused_message_of_other_names_leaves_the_in_place_reading_as_it_was():
+    """The driver's layout (the arm only: fingers absent) is read in place; a message naming
+    every joint in another order is refused (8 positions for 9 names); the driver's next
+    message, read in place, still fills the fingers: it never reads them from its bytes (there,
+    the old code read the last arm joint as both fingers, 0.6 m, and its jump gate then refused
+    every state of the driver: the arm went stale)."""
+    inputs = JointStateInput(PANDA.joint_names, required=ARM, mimic=PANDA.mimic,
+                             velocity_limits=PANDA.velocity_limits)
+
+    def driver(k):
+        msg = state(ARM, Q_ARM + 1e-4 * k, np.zeros(7))
+        msg.header.stamp.sec = 1_700_000_000 + k
+        return wire_bytes(msg)
+
+    for k in range(2):
+        inputs.take_serialized(driver(k))
+    assert inputs._template is not None and inputs._template[0].matches(driver(2))
+    other = state([*ARM[::-1], 'panda_finger_joint2', 'panda_finger_joint1'], [*Q_ARM, 0.04])
+    with pytest.raises(ValueError, match='8 positions and 0 velocities for 9 names'):
+        inputs.take_serialized(wire_bytes(other))
+    inputs.take_serialized(driver(2))
+    np.testing.assert_array_equal(inputs.q, [*(Q_ARM + 2e-4), 0.0, 0.0])

@@ -72,14 +72,15 @@ class JointStateInput:
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
-        self._absent, self._followed = (), ()  # joints the names lack; their mimic relations
         self.q, self.qd = np.zeros(n), np.zeros(n)
         self.time = -math.inf
         self.valid = False
         self.measured_velocity = False
         self.timing = timing
-        self._names, self._index = None, None
-        self._template = None  # (wire.Layout, model index, names and sizes) of the last full take
+        # the last names seen and their `_mapping` (model index, absent joints, their mimic
+        # relations); the template: (wire.Layout, mapping, names and sizes) of the last full take
+        self._names, self._mapping = None, None
+        self._template = None
         self._typestore = wire.default_typestore()
         self._typestore.get_msgdef(JOINT_STATE)  # rosbags compiles its reader here, not later
 
@@ -87,9 +88,9 @@ class JointStateInput:
         """Take a serialized JointState whole, or raise ValueError saying what is wrong."""
         template = self._template
         if template is not None and template[0].matches(raw):
-            layout, index, _ = template
+            layout, mapping, _ = template
             velocity = layout.array(raw, 'velocity') if layout.spans['velocity'][1] else None
-            self._take_arrays(layout.array(raw, 'position'), velocity, index, velocity_source,
+            self._take_arrays(layout.array(raw, 'position'), velocity, mapping, velocity_source,
                               layout.stamp_ns(raw))
             return
         try:
@@ -105,7 +106,7 @@ class JointStateInput:
         names = msg.name
         if names != self._names:
             check_names(names)
-            self._index = self._model_index(names)
+            self._mapping = self._model_index(names)
             self._names = list(names)
         position = np.frombuffer(msg.position, np.float64) if len(msg.position) else np.zeros(0)
         velocity = np.frombuffer(msg.velocity, np.float64) if len(msg.velocity) else None
@@ -114,14 +115,15 @@ class JointStateInput:
             raise ValueError(f'{len(position)} positions and {len(msg.velocity)} velocities for '
                              f'{n} names (velocities may also be empty)')
         stamp = msg.header.stamp
-        self._take_arrays(position, velocity, self._index, velocity_source,
+        self._take_arrays(position, velocity, self._mapping, velocity_source,
                           stamp.sec * 1_000_000_000 + stamp.nanosec)
 
-    def _take_arrays(self, position, velocity, index, velocity_source, stamp_ns):
+    def _take_arrays(self, position, velocity, mapping, velocity_source, stamp_ns):
+        index, absent, followed = mapping
         q = position[index]
         qd = velocity[index] if velocity is not None else None
-        if self._absent:
-            self._fill_absent(q, qd)
+        if absent:
+            _fill_absent(q, qd, absent, followed)
         # a sum is finite iff every term is (or it overflows, ~1e308): 0.7 µs against numpy's 2.6
         if not (math.isfinite(sum(q.tolist()))
                 and (qd is None or math.isfinite(sum(qd.tolist())))):
@@ -178,29 +180,21 @@ class JointStateInput:
                 and all(np.asarray(getattr(msg, f), np.float64).tobytes()
                         == layout.array(raw, f).tobytes() for f in FIELDS))
         if same:
-            self._template = (layout, self._index.copy(), shape)
+            self._template = (layout, self._mapping, shape)
 
     def _model_index(self, names):
-        """Each model joint's place in `names`, -1 where absent (`_absent`, filled later)."""
+        """(each model joint's place in `names`, -1 where absent; the absent joints; the mimic
+        relations of those that follow a leader), or ValueError if a required joint is absent.
+        Kept with the names it was made for: an in-place message of another layout must never
+        be read with the absent joints of the last names seen."""
         position = {name: i for i, name in enumerate(names)}
         missing = [j for j in self.required if j not in position]
         if missing:
             raise ValueError(f'joints {missing} of the model are missing')
         index = np.array([position.get(j, -1) for j in self.joint_names], dtype=np.intp)
-        self._absent = tuple(np.flatnonzero(index < 0).tolist())
-        self._followed = tuple(r for r in self.mimic if r[0] in self._absent)
-        return index
+        absent = tuple(np.flatnonzero(index < 0).tolist())
+        return index, absent, tuple(r for r in self.mimic if r[0] in absent)
 
-    def _fill_absent(self, q, qd):
-        """Uncontrolled joints the names lack, in place: at their mimic relation, else 0."""
-        for i in self._absent:
-            q[i] = 0.0
-            if qd is not None:
-                qd[i] = 0.0
-        for i, leader, multiplier, offset in self._followed:  # leaders first
-            q[i] = multiplier * q[leader] + offset
-            if qd is not None:
-                qd[i] = multiplier * qd[leader]
 
     def _store(self, q, qd, now, stamp_ns):
         """Write a checked state: q, the velocity in use (measured, estimated or none)."""
@@ -211,6 +205,19 @@ class JointStateInput:
         self.qd[:] = 0.0 if qd is None else qd
         self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True
+
+
+
+def _fill_absent(q, qd, absent, followed):
+    """Uncontrolled joints the names lack, in place: at their mimic relation, else 0."""
+    for i in absent:
+        q[i] = 0.0
+        if qd is not None:
+            qd[i] = 0.0
+    for i, leader, multiplier, offset in followed:  # leaders first
+        q[i] = multiplier * q[leader] + offset
+        if qd is not None:
+            qd[i] = multiplier * qd[leader]
 
 
 def trajectory_arrays(msg):
