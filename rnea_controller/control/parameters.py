@@ -119,8 +119,9 @@ TABLE = (
     Spec('joint_states_topic', 'string', 'joint_states', '', 'sensor_msgs/JointState input '
          '(any joint order, extra joints ignored, velocities optional)', 'unconfigured'),
     Spec('effort_controller', 'string', 'effort_controller', '', 'the ros2_control effort '
-         "controller in this node's namespace whose `joints` parameter must equal ours; "
-         'checked on activation when its parameter service answers', 'unconfigured'),
+         "controller in this node's namespace whose `joints` parameter must equal ours: "
+         'asked at activation if already seen (a mismatch refuses it), else the moment it '
+         'appears (a mismatch stops the commands and deactivates)', 'unconfigured'),
     Spec('update_rate', 'int', 1000, 'Hz', 'control loop rate', 'inactive', 10, 10000),
     Spec('control_law', 'string', 'computed_torque', '', 'computed_torque: tau = RNEA(q, qd, '
          'qdd_d + Kp e + Kd ed), Kp [1/s^2], Kd [1/s]; feedforward_pd: tau = RNEA(q_d, qd_d, '
