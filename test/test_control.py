@@ -77,6 +77,15 @@ def random_state(model, rng, scale=0.3):
     return q, rng.normal(0, 1, model.n), ref
 
 
+def assert_computed_torque(controller, tau, cfg, q, qd, ref, rnea, friction):
+    """tau and the controller's feedforward are the oracle's computed torque: `rnea` (the
+    oracle's inverse dynamics) at qdd = qdd_d + Kp e + Kd ed, plus `friction`, clamped."""
+    qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
+    np.testing.assert_allclose(tau, np.clip(rnea(q, qd, qdd) + friction, -cfg.effort_limits,
+                                            cfg.effort_limits), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(controller.feedforward, rnea(*ref) + friction, atol=1e-9)
+
+
 def test_computed_torque_equals_pinocchio_rnea_and_crba(robot):
     model, oracle = robot
     cfg = validate_parameters({'gains.' + model.joint_names[0] + '.p': 90.0}, model)
@@ -108,13 +117,8 @@ def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot)
         q[:], qd[:], ref[:] = random_state(model, rng)
         args = (q, qd, ref) if k % 4 != 3 else (q.copy(), qd.copy(), ref.copy())
         tau = controller.command(cfg, *args).copy()
-        qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
-        friction = oracle.friction(ref[1])
-        np.testing.assert_allclose(tau, np.clip(oracle.rnea(q, qd, qdd) + friction,
-                                                -cfg.effort_limits, cfg.effort_limits),
-                                   rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(controller.feedforward, oracle.rnea(*ref) + friction,
-                                   atol=1e-9)
+        assert_computed_torque(controller, tau, cfg, q, qd, ref, oracle.rnea,
+                               oracle.friction(ref[1]))
     assert controller._entry is not None and controller._entry[1][3] is q  # taken
 
 
@@ -354,13 +358,8 @@ def test_armature_parameters_enter_every_law_row_as_pinocchio_model_armature(rob
     for _ in range(5):
         q, qd, ref = random_state(model, rng)
         tau = controller.command(cfg, q, qd, ref).copy()
-        qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
-        friction = oracle.friction(ref[1])
-        np.testing.assert_allclose(tau, np.clip(geared.rnea(q, qd, qdd) + friction,
-                                                -cfg.effort_limits, cfg.effort_limits),
-                                   rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(controller.feedforward, geared.rnea(*ref) + friction,
-                                   atol=1e-9)
+        assert_computed_torque(controller, tau, cfg, q, qd, ref, geared.rnea,
+                               oracle.friction(ref[1]))
     pd = validate_parameters({**values, 'control_law': 'feedforward_pd'}, model)
     q0 = np.clip(np.zeros(model.n), *model.position_limits.T)
     M, _ = geared.crba_and_bias(q0, np.zeros(model.n))

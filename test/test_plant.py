@@ -52,6 +52,15 @@ def test_payload_is_a_point_mass_at_its_com(oracle):
                                    atol=1e-9)
 
 
+def euler_step(model, data, q, qd, tau, damping, dt=0.001):
+    """qd1 of one semi-implicit Euler step, damping implicit, by Pinocchio:
+    (M + dt D) qd1 = M qd0 + dt (tau - h(q, qd0)) (M with the model's armature)."""
+    M = pin.crba(model, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    h = pin.rnea(model, data, q, qd, np.zeros(len(q)))
+    return np.linalg.solve(M + dt * np.diag(damping), M @ qd + dt * (tau - h))
+
+
 def test_one_step_follows_forward_dynamics_with_damping(oracle):
     """Semi-implicit Euler, damping implicit: (M + dt D) qd1 = M qd0 + dt (tau - h(q, qd0)),
     q1 = q0 + dt qd1."""
@@ -62,13 +71,9 @@ def test_one_step_follows_forward_dynamics_with_damping(oracle):
     tau = np.array([5.0, 40.0, 20.0, 2.0, 1.0, 0.1])
     plant.reset(q, qd)
     plant.step(tau)
-    M = pin.crba(model, data, q)
-    M = np.triu(M) + np.triu(M, 1).T
-    h = pin.rnea(model, data, q, qd, np.zeros(6))
-    dt = 0.001
-    qd1 = np.linalg.solve(M + dt * np.diag(damping), M @ qd + dt * (tau - h))
+    qd1 = euler_step(model, data, q, qd, tau, damping)
     np.testing.assert_allclose(plant.qd, qd1, atol=1e-10)
-    np.testing.assert_allclose(plant.q, q + dt * qd1, atol=1e-12)
+    np.testing.assert_allclose(plant.q, q + 0.001 * qd1, atol=1e-12)
 
 
 def test_armature_is_pinocchios_model_armature(oracle):
@@ -86,11 +91,8 @@ def test_armature_is_pinocchios_model_armature(oracle):
     tau = np.array([5.0, 40.0, 20.0, 2.0, 1.0, 0.1])
     plant.reset(q, qd)
     plant.step(tau)
-    M = pin.crba(geared, data, q)
-    M = np.triu(M) + np.triu(M, 1).T
-    h = pin.rnea(geared, data, q, qd, np.zeros(6))
-    qd1 = np.linalg.solve(M + 0.001 * np.diag(damping), M @ qd + 0.001 * (tau - h))
-    np.testing.assert_allclose(plant.qd, qd1, atol=1e-10)
+    np.testing.assert_allclose(plant.qd, euler_step(geared, data, q, qd, tau, damping),
+                               atol=1e-10)
 
 
 def test_gravity_torques_hold_the_arm_still(oracle):
