@@ -174,3 +174,28 @@ def test_a_gravity_compensating_arm_adds_its_nominal_gravity(oracle):
     for _ in range(200):
         loaded.step(np.zeros(6))
     assert np.max(np.abs(loaded.q - q)) > 1e-3
+
+
+def test_perturbed_links_are_a_consistent_arm_that_differs_from_the_urdf(oracle):
+    """link_errors: the plant's truth (Pinocchio on the perturbed URDF is the oracle of its
+    inverse dynamics), every moving link within the requested errors, each physically
+    consistent (Pinocchio's pseudo-inertia positive semi-definite), seeded."""
+    options = PlantOptions(link_errors=(7, 0.3, 0.3, 0.03))
+    plant = Plant(URDF_TEXT, options)
+    assert Plant(URDF_TEXT, options).urdf == plant.urdf  # the seed fixes the arm
+    truth = pin.buildModelFromXML(plant.urdf)
+    nominal, _ = oracle
+    changed = 0
+    for k in range(1, nominal.njoints):
+        a, b = nominal.inertias[k], truth.inertias[k]
+        assert abs(b.mass / a.mass - 1) <= 0.3 + 1e-12
+        assert np.linalg.norm(b.lever - a.lever) <= 0.03 + 1e-12
+        assert np.linalg.eigvalsh(pin.PseudoInertia.FromInertia(b).toMatrix())[0] >= -1e-12
+        changed += not np.isclose(b.mass, a.mass)
+    assert changed == nominal.njoints - 1
+    q, qd, qdd = np.random.default_rng(3).uniform(-2, 2, (3, 6))
+    true_tau = pin.rnea(truth, truth.createData(), q, qd, qdd)
+    np.testing.assert_allclose(plant.inverse_dynamics(q, qd, qdd), true_tau, atol=1e-9)
+    assert np.max(np.abs(true_tau - pin.rnea(nominal, nominal.createData(), q, qd, qdd))) > 0.5
+    np.testing.assert_allclose(plant.gravity(q), pin.computeGeneralizedGravity(
+        nominal, nominal.createData(), q), atol=1e-9)  # the robot's own g(q) stays nominal

@@ -263,6 +263,8 @@ def parameters(**changes):
     ({'damping': [-1.0]}, 'damping must be finite and >= 0'),
     ({'payload_mass': float('nan')}, "'payload.mass' must be finite"),
     ({'urdf_file': '/nonexistent.urdf'}, "'urdf_file': cannot read /nonexistent.urdf"),
+    ({'link_errors.seed': -3}, "'link_errors.seed' must be >= 0 or -1"),
+    ({'link_errors.seed': 1, 'link_errors.mass': 1.5}, 'link error mass must be finite, >= 0'),
 ])
 def test_parameters_are_validated_with_the_reason(changes, message):
     with pytest.raises(ParameterError, match=message):

@@ -99,6 +99,11 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'payload.mass': (0.0, '[kg] payload unknown to the controller'),
     'payload.com': ([0.0, 0.0, 0.0], '[m] payload centre of mass in payload.link'),
     'payload.link': ('', 'link carrying the payload; empty: the last link'),
+    'link_errors.seed': (-1, "seed of the links' inertial errors (plant.perturb_links); -1: "
+                         'the links are as the URDF says'),
+    'link_errors.mass': (0.3, "relative error of each moving link's mass, up to"),
+    'link_errors.inertia': (0.3, 'relative error of each principal second moment, up to'),
+    'link_errors.com': (0.03, '[m] displacement of each centre of mass, up to'),
     'command_delay': (0.0, '[s] transport delay before a command is applied'),
     'command_timeout': (0.0, '[s] without commands before applying zero effort; 0: never, '
                         'as JointGroupEffortController'),
@@ -162,7 +167,8 @@ def sim_config(values):
         armature=tuple(values['armature']),
         payload_mass=_nonnegative(values, 'payload.mass'),
         payload_com=tuple(values['payload.com']), payload_link=values['payload.link'],
-        compensates_gravity=bool(values['compensates_gravity']))
+        compensates_gravity=bool(values['compensates_gravity']),
+        link_errors=_link_errors(values))
     period, jitter = publish_timing(values, timestep)
     return SimConfig(
         urdf=read_urdf(values['robot_description'], values['urdf_file']),
@@ -180,6 +186,16 @@ def sim_config(values):
         command_timeout=_nonnegative(values, 'command_timeout'),
         hold_until_first_command=bool(values['hold_until_first_command']),
         max_catch_up=max(1, int(values['max_catch_up'])))
+
+
+def _link_errors(values):
+    """PlantOptions.link_errors from the `link_errors.*` parameters: () when the seed is -1."""
+    seed = int(values['link_errors.seed'])
+    if seed == -1:
+        return ()
+    if seed < 0:
+        raise ParameterError(f"parameter 'link_errors.seed' must be >= 0 or -1, got {seed}")
+    return (seed, *(_nonnegative(values, f'link_errors.{k}') for k in ('mass', 'inertia', 'com')))
 
 
 def publish_timing(values, timestep):
@@ -257,7 +273,8 @@ class SimNode(Node):
             f'{1 / cfg.plant.timestep:.0f} Hz, states at {1 / cfg.publish_period:.0f} Hz '
             f'(jitter {cfg.publish_jitter * 1e3:g} ms, velocities '
             f'{"yes" if cfg.publish_velocity else "no"}); payload {cfg.plant.payload_mass} kg, '
-            f'gravity compensated by the arm: {cfg.plant.compensates_gravity}, command delay '
+            f'link errors {cfg.plant.link_errors or "none"}, gravity compensated by the arm: '
+            f'{cfg.plant.compensates_gravity}, command delay '
             f'{cfg.command_delay} s, timeout {cfg.command_timeout or "none"}')
 
     def _make_interfaces(self):

@@ -19,6 +19,10 @@ Pinocchio. The realism options, all unknown to the controller's model:
   franka_ros2) and KUKA (FRI) torque interfaces do. g(q) is MuJoCo's (`qfrc_bias` at zero
   velocity) on the URDF's own model, without the hidden payload, as a robot knows only its own
   nominal model; never this package's RNEA;
+- `link_errors` (seed, mass, inertia, com): every moving link's inertial parameters differ from
+  the URDF's (`perturb_links`: mass and the principal second moments scaled by up to ±mass,
+  ±inertia, the centre of mass moved by up to `com` [m]), physically consistent: a CAD model's
+  guesses against the real arm. The controller is told the URDF; the plant is the perturbed one;
 - sensor noise and a command delay, applied by `measure` and `CommandHold`.
 
 This module never imports rclpy: the ROS node `rnea_controller.sim.node` is a thin layer on top.
@@ -45,7 +49,8 @@ class PlantOptions:
     payload_link's frame; payload_link: a URDF link name, or '' for the last link;
     clamp_effort: clip the applied effort to the URDF `<limit effort>` like a drive does;
     compensates_gravity: add the nominal g(q) to every command (the robot-side gravity
-    compensation of Franka and KUKA FRI).
+    compensation of Franka and KUKA FRI); link_errors: () for the URDF's links, or (seed,
+    mass, inertia, com) for links perturbed by `perturb_links`.
     """
 
     timestep: float = 0.001
@@ -57,6 +62,71 @@ class PlantOptions:
     payload_link: str = ''
     clamp_effort: bool = True
     compensates_gravity: bool = False
+    link_errors: tuple = ()
+
+
+def _moving_links(root):
+    """Names of the links that some non-fixed joint moves (a link fixed to the world is not)."""
+    parent = {j.find('child').get('link'): (j.find('parent').get('link'), j.get('type'))
+              for j in root.findall('joint')}
+    moving = set()
+    for link in parent:
+        name = link
+        while name in parent:
+            name, kind = parent[name]
+            if kind != 'fixed':
+                moving.add(link)
+                break
+    return moving
+
+
+def _perturbed_inertial(inertial, rng, mass, inertia, com):
+    """Scale mass by 1 + U(±mass), the second moments Σ = tr(I)/2 1 - I about the centre
+    of mass along their principal axes by 1 + U(±inertia) each (Σ stays positive
+    semi-definite: the triangle inequality holds), move the com by a vector of length up to
+    `com` [m] in a random direction, all in place on the <inertial> element."""
+    element = inertial.find('mass')
+    m = float(element.get('value')) * (1.0 + rng.uniform(-mass, mass))
+    element.set('value', repr(m))
+    origin = inertial.find('origin')
+    if origin is None:
+        origin = ET.SubElement(inertial, 'origin', xyz='0 0 0', rpy='0 0 0')
+    c = np.array([float(x) for x in (origin.get('xyz') or '0 0 0').split()])
+    direction = rng.normal(size=3)
+    c = c + com * rng.uniform() * direction / np.linalg.norm(direction)
+    origin.set('xyz', ' '.join(repr(float(x)) for x in c))
+    element = inertial.find('inertia')
+    names = ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz')
+    xx, xy, xz, yy, yz, zz = (float(element.get(k, 0.0)) for k in names)
+    I = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+    sigma, V = np.linalg.eigh(np.trace(I) / 2.0 * np.eye(3) - I)
+    sigma = np.maximum(sigma, 0.0) * (1.0 + rng.uniform(-inertia, inertia, 3))
+    Sigma = V @ np.diag(sigma) @ V.T
+    I = np.trace(Sigma) * np.eye(3) - Sigma
+    for name, value in zip(names, I[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]], strict=True):
+        element.set(name, repr(float(value)))
+
+
+def perturb_links(urdf_text, seed, mass=0.3, inertia=0.3, com=0.03):
+    """The URDF with every moving link's <inertial> perturbed (seeded, `_perturbed_inertial`):
+    the true arm when the URDF's inertias are CAD guesses. mass and inertia are relative
+    (0.3: up to ±30 %), com [m]. Pinocchio and MuJoCo load the result."""
+    try:
+        root = ET.fromstring(urdf_text)
+    except ET.ParseError as error:
+        raise UrdfError(f'the URDF is not well-formed XML: {error}') from error
+    for value, what in ((mass, 'mass'), (inertia, 'inertia'), (com, 'com')):
+        if not (math.isfinite(value) and 0.0 <= value < (1.0 if what != 'com' else math.inf)):
+            raise ParameterError(f'link error {what} must be finite, >= 0 (and < 1 for a '
+                                 f'relative error), got {value}')
+    rng = np.random.default_rng(seed)
+    moving = _moving_links(root)
+    for link in root.findall('link'):
+        inertial = link.find('inertial')
+        has_mass = inertial is not None and inertial.find('mass') is not None
+        if link.get('name') in moving and has_mass:
+            _perturbed_inertial(inertial, rng, mass, inertia, com)
+    return ET.tostring(root, encoding='unicode')
 
 
 def urdf_effort_limits(urdf_text):
@@ -153,7 +223,9 @@ class Plant:
     """
 
     def __init__(self, urdf_text, options=PlantOptions()):
-        self.model = build_model(urdf_text, options)
+        errors = options.link_errors
+        self.urdf = perturb_links(urdf_text, *errors) if errors else urdf_text  # the truth
+        self.model = build_model(self.urdf, options)
         self.data = mujoco.MjData(self.model)
         ids = [j for j in range(self.model.njnt) if int(self.model.jnt_type[j]) in HINGE_OR_SLIDE]
         if self.model.nq != len(ids) or self.model.nv != len(ids):
