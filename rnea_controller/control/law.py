@@ -73,6 +73,7 @@ from rnea_controller.errors import DimensionError, ModelError, ParameterError
 
 NATURAL_FREQUENCY = 20.0  # ω [rad/s] of the default gains
 MIN_JOINT_INERTIA = 1e-3  # [kg·m²] floor of M_ii for the feedforward_pd default gains
+BRAKE_RATE = 2.0 * NATURAL_FREQUENCY  # [1/s] the brake's damping per unit of model inertia
 ROWS = 3  # law, feedforward, g(q)
 
 
@@ -380,6 +381,14 @@ def _gravity_rows(model, q):
         return np.full(model.n, np.nan)
 
 
+def _rnea_rows(model, q, qd, qdd):
+    """RNEA(q, qd, qdd) of every model joint [N·m]; NaN if the arguments are not usable."""
+    try:
+        return rnea(model, q, qd, qdd)
+    except DimensionError:
+        return np.full(model.n, np.nan)
+
+
 def law_is_finite(cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray,
                   ref: np.ndarray) -> bool:
     """True if the law of `cfg` at measured q, qd and reference ref (3, m) is finite (one
@@ -496,6 +505,27 @@ class Controller:
             g = np.zeros(len(cfg.index))
         finite = _limit(g, self._previous, cfg.effort_limits, self._step(cfg, rate_limited),
                         self.tau, self.saturation)
+        return self._checked(cfg, finite, q)
+
+    def brake(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """Limited braking torque [N·m] at measured q [rad], qd [rad/s] (model size):
+
+            tau = RNEA(q, 0, a) = M(q) a + g(q),   a = -BRAKE_RATE qd (controlled joints, else 0)
+
+        damping toward rest through the model's inertia, plus gravity (minus g(q) if the robot
+        compensates gravity). On the model the arm's energy falls as dE/dt = qd·(tau - g) =
+        -BRAKE_RATE qd·M qd <= 0 whatever C(q, qd), and each joint's speed as
+        exp(-BRAKE_RATE t): 25 ms at 40 1/s, the default Kd; per 1 kHz tick 4 % of the speed
+        (a sampled damper is stable up to 2/period, and with a delay d while d < π / (2
+        BRAKE_RATE) = 39 ms). Limits and the fallback as `command`.
+        """
+        a = np.zeros(cfg.model.n)
+        a[cfg.index] = -BRAKE_RATE * qd[cfg.index]
+        tau = _rnea_rows(cfg.model, q, np.zeros(cfg.model.n), a)[cfg.index]
+        if cfg.compensates_gravity:
+            tau -= _gravity_rows(cfg.model, q)[cfg.index]
+        finite = _limit(tau, self._previous, cfg.effort_limits, self._step(cfg), self.tau,
+                        self.saturation)
         return self._checked(cfg, finite, q)
 
     def _checked(self, cfg, finite, q):

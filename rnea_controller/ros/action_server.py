@@ -17,10 +17,10 @@ running one (ABORTED, INVALID_GOAL, "Current goal preempted by new incoming acti
 and the outcome are evaluated at `action_monitor_rate` [Hz] on the newest snapshot;
 PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED and cancel (CANCELED) hold the measured
 position; success holds the last point. Beyond JTC: a trajectory on ~/joint_trajectory, or the
-node dropping the trajectory (stale joint states), ends the goal ABORTED with INVALID_GOAL and
-the reason; deactivation ends it as JTC ("Current goal cancelled during deactivate
-transition."). controller_state is published at `state_publish_rate` [Hz] while it has
-subscribers.
+node dropping the trajectory (stale joint states; braking: a joint beyond its velocity limit),
+ends the goal ABORTED with INVALID_GOAL and the reason; deactivation ends it as JTC ("Current
+goal cancelled during deactivate transition."). controller_state is published at
+`state_publish_rate` [Hz] while it has subscribers.
 """
 import sys
 import threading
@@ -49,9 +49,10 @@ SWITCH_INTERVAL = 2e-4
 class Goal:
     """One accepted goal: its handle, trajectory, monitor and the future its execution awaits."""
 
-    def __init__(self, handle, trajectory, monitor):
+    def __init__(self, handle, trajectory, monitor, based_on=None):
         self.handle = handle
         self.trajectory = trajectory
+        self.based_on = based_on  # the node's trajectory it was planned from
         self.monitor = monitor
         self.done = Future()
 
@@ -181,7 +182,8 @@ class TrajectoryActionServer:
         if reason:
             self.log.error(f'action goal: {reason}')
         self._pending = (trajectory, based_on)
-        self._active = Goal(handle, trajectory, rules.GoalMonitor(tolerances, times, self.joints))
+        self._active = Goal(handle, trajectory, rules.GoalMonitor(tolerances, times, self.joints),
+                            based_on)
         self.log.info(f'action goal accepted: {len(times)} points, ends in '
                       f'{times[-1] - self.controller._seconds(self.controller._now_ns()):.3f} s')
         if self._monitor_timer.is_canceled():  # a running one keeps its phase (preemption)
@@ -225,7 +227,12 @@ class TrajectoryActionServer:
         if (pending is not None and pending[0] is goal.trajectory) or (
                 self.controller.trajectory is goal.trajectory):
             return None
-        if self.controller.mode.startswith('stale') or self.controller.trajectory is None:
+        loop = self.controller.loop
+        dropped = loop.modes.dropped if loop is not None else None
+        if dropped is not None and (dropped[0] is goal.trajectory or dropped[0] is goal.based_on):
+            return f'Aborted: the controller dropped the trajectory ({dropped[1]})'
+        if self.controller.mode.startswith(('stale', 'braking')) or (
+                self.controller.trajectory is None):
             return f'Aborted: the controller dropped the trajectory ({self.controller.mode})'
         return 'Current goal preempted by a trajectory on ~/joint_trajectory.'
 

@@ -4,7 +4,9 @@ Published by the tick once a second right after its command, in the slack of tha
 Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p50/p99 [us]
 (tick start to reference published), overruns (ticks longer than a period), missed ticks,
 ticks, state age [ms], joint states received, joint state jumps (refused by the jump gate:
-ros/inputs.py), publish failures (middleware refused a write),
+ros/inputs.py), fast states taken (beyond the gate's quick bounds, but their motion shown by
+their positions), overspeeds (joints found beyond their velocity limit: braking, issue 29)
+and the last one, publish failures (middleware refused a write),
 rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
@@ -24,7 +26,7 @@ STATUS_NAME = 'rnea_controller: control loop'
 
 def status_values(node):
     """{key: value} of the status, from the node's config, loop statistics and counters."""
-    cfg, controller = node.config, node.controller
+    cfg, controller, loop = node.config, node.controller, node.loop
     rate, jitter, p50, p99 = node.stats.summary(cfg.period)
     state = node.state
     age = (time.perf_counter() - state.time) * 1e3 if state.valid else math.inf
@@ -36,14 +38,17 @@ def status_values(node):
         'ticks': node.stats.count, 'state age [ms]': f'{age:.1f}',
         'joint states received': node.states_received,
         'joint state jumps': state.jumps,
+        'fast states taken': state.fast,
+        'overspeeds': loop.modes.overspeeds if loop else 0,
+        'last overspeed': (loop.modes.fault if loop else None) or 'none',
         'publish failures': node.outputs.failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},
         'non-finite fallbacks': controller.fallbacks,
         **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, controller.saturation,
                                                      strict=True)},
-        'diagnostics publish [us]': f'{node.diagnostics_time * 1e6:.0f}',
-        **(timing_values(node.timing) if getattr(node, 'timing', None) else {}),
+        'diagnostics publish [us]': f'{(loop.diagnostics_time if loop else 0.0) * 1e6:.0f}',
+        **(timing_values(loop.timing) if loop else {}),
     }
 
 
@@ -63,13 +68,16 @@ def timing_values(timing):
 
 
 def make_status(node, stamp):
-    """The DiagnosticArray of the node's status now: ERROR while the joint states come from
-    several publishers (the message names them) or a mismatching effort controller is refused,
+    """The DiagnosticArray of the node's status now: ERROR while braking (the message names
+    the joint and its speed), while the joint states come from several publishers (the
+    message names them) or a mismatching effort controller is refused,
     WARN while stale, waiting, failing or re-basing stamps of another clock."""
     values = status_values(node)
     values['joint_states publishers'] = node.sources or 'one'
-    timing = getattr(node, 'timing', None)
-    if node.sources is not None or node.mode.startswith('refused'):
+    timing = node.loop.timing if node.loop else None
+    if node.mode.startswith('braking'):
+        level, message = DiagnosticStatus.ERROR, f'{node.mode}: {node.loop.modes.fault}'
+    elif node.sources is not None or node.mode.startswith('refused'):
         level, message = DiagnosticStatus.ERROR, f'{node.mode}; {node.sources or ""}'.rstrip('; ')
     elif node.mode.startswith(('stale', 'waiting', 'law')) or (timing and not timing.clock.usable):
         level, message = DiagnosticStatus.WARN, node.mode

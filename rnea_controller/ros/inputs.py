@@ -16,12 +16,22 @@ controlled (a gripper's fingers) may be absent: it enters at its mimic relation 
 Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
 'auto' (measured if present, else estimated): `timing` (control/timing.py) decides at the first
 state. A positions-only state in a stream whose velocities are measured is refused (a second
-source, e.g. joint_state_publisher beside the driver), as is a state whose positions jump
-further from the previous one than the joints' velocity limits allow in the time between their
-arrivals (plus JUMP_SLACK), or with a velocity beyond VELOCITY_MARGIN times its limit: the jump
-gate, issue 26. The gate opens again once the previous state is older than `fresh_for` (the
-node's state_timeout: it went stale, and the first fresh state after that starts a hold where
-it is). A state is checked whole before anything is written: taken whole or refused whole.
+source, e.g. joint_state_publisher beside the driver).
+
+The jump gate (issue 26; issue 29: a fast state is a fact, not an intruder). A state passes at
+once if its positions are within what the joints' velocity limits allow since the previous
+state's arrival (plus JUMP_SLACK) and no velocity is beyond VELOCITY_MARGIN times its limit.
+Otherwise it is taken only if its motion is continuous with the stream: the previous state is
+fresh, both carry velocities and stamps, their stamps are MIN_STEP to `fresh_for` apart and
+agree with their arrivals within STAMP_AGREEMENT, and every joint beyond the quick bounds moved
+by what its velocities say over the stamps' interval, |Δq - (qd_prev + qd) / 2 · dt| <=
+CONTINUITY · |(qd_prev + qd) / 2 · dt| (a real overspeed shows in the positions too; the node
+then brakes: control/modes.py). A velocity field the positions contradict (a hostile or broken
+publisher), a position jump, a second source's pose, a first state beyond twice the limit:
+refused, counted in `jumps`. The gate opens again once the previous state is older than
+`fresh_for` (the node's state_timeout: it went stale, and the first fresh state after that
+starts a hold where it is). A state is checked whole before anything is written: taken whole or
+refused whole.
 """
 import math
 import time
@@ -53,7 +63,10 @@ def check_names(names):
 
 NO_VELOCITY = np.zeros(0)
 JUMP_SLACK = 2e-3  # [s] of motion at the velocity limit a state may add to its arrival step
-VELOCITY_MARGIN = 2.0  # a measured velocity beyond this times its joint's limit is refused
+VELOCITY_MARGIN = 2.0  # a velocity beyond this times its limit must be shown by the positions
+CONTINUITY = 0.25  # relative mismatch allowed between a fast state's motion and its velocities
+MIN_STEP = 2e-4  # [s] least stamp interval over which a fast state's motion is checked
+STAMP_AGREEMENT = 0.01  # [s] largest difference of the stamps' and the arrivals' intervals
 
 
 class JointStateInput:
@@ -69,6 +82,8 @@ class JointStateInput:
             float(v) for v in velocity_limits]  # [rad/s] of the jump gate
         self.fresh_for = math.inf  # [s] the jump gate compares with a state this recent
         self.jumps = 0  # states refused by the jump gate
+        self.fast = 0  # states beyond the gate's quick bounds taken: their motion is continuous
+        self._stamp_ns, self._velocity = 0, None  # of the last state taken: its stamp, qd sent
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
@@ -134,31 +149,58 @@ class JointStateInput:
             raise ValueError('no velocities in a stream whose velocities are measured '
                              '(a second joint-state publisher?)')
         now = time.perf_counter()
-        self._check_motion(q, qd, now)
+        velocities = None if qd is None else qd.tolist()
+        self._check_motion(q.tolist(), velocities, now, stamp_ns)
         self._store(q, qd, now, stamp_ns)
+        self._stamp_ns, self._velocity = stamp_ns, velocities
 
-    def _check_motion(self, q, qd, now):
-        """ValueError (counted in `jumps`) if a velocity is beyond VELOCITY_MARGIN times its
-        limit, or q is further from the previous state than the velocity limits allow in the
-        time since its arrival: |q - q_prev| <= qd_max (dt + JUMP_SLACK), while the previous
-        state is fresh (`fresh_for`). Plain floats: 2 µs a state, numpy's took 7.5."""
-        limits = self._limits
+    def _check_motion(self, q, qd, now, stamp_ns):
+        """ValueError (counted in `jumps`) unless the state passes the jump gate (module doc):
+        at once if no velocity is beyond VELOCITY_MARGIN times its limit and, while the
+        previous state is fresh (`fresh_for`), |q - q_prev| <= qd_max (dt + JUMP_SLACK) over
+        the time dt since its arrival; else if its motion is continuous (`_continuous`). q, qd:
+        lists (plain floats: 2 µs a state, numpy's took 7.5)."""
+        limits, fast = self._limits, []
         if qd is not None:
-            for j, (v, v_max) in enumerate(zip(qd.tolist(), limits)):
-                if abs(v) > VELOCITY_MARGIN * v_max:
-                    self.jumps += 1
-                    raise ValueError(f'joint {self.joint_names[j]!r} velocity {v:.4g} rad/s is '
-                                     f'beyond {VELOCITY_MARGIN:g} x its limit {v_max:g} rad/s')
+            fast = [j for j, (v, v_max) in enumerate(zip(qd, limits))
+                    if abs(v) > VELOCITY_MARGIN * v_max]
         dt = now - self.time
-        if not (self.valid and dt < self.fresh_for):
+        fresh = self.valid and dt < self.fresh_for
+        if fresh:
+            reach = dt + JUMP_SLACK
+            fast += [j for j, (a, b, v_max) in enumerate(zip(q, self.q.tolist(), limits))
+                     if abs(a - b) > v_max * reach and j not in fast]
+        if not fast:
             return
-        reach = dt + JUMP_SLACK
-        for j, (a, b, v_max) in enumerate(zip(q.tolist(), self.q.tolist(), limits)):
-            if abs(a - b) > v_max * reach:
-                self.jumps += 1
-                raise ValueError(f'joint {self.joint_names[j]!r} jumps {abs(a - b):.4g} rad in '
-                                 f'{dt * 1e3:.3g} ms, more than its velocity limit {v_max:g} '
-                                 'rad/s allows (another source?)')
+        if fresh and self._continuous(q, qd, fast, (stamp_ns - self._stamp_ns) * 1e-9, dt):
+            self.fast += 1
+            return
+        self.jumps += 1
+        j = fast[0]
+        name, v_max, moved = self.joint_names[j], limits[j], abs(q[j] - self.q[j])
+        if qd is not None and abs(qd[j]) > VELOCITY_MARGIN * v_max:
+            raise ValueError(f'joint {name!r} velocity {qd[j]:.4g} rad/s is beyond '
+                             f'{VELOCITY_MARGIN:g} x its limit {v_max:g} rad/s, and its '
+                             'positions do not show that motion' + (
+                                 f' (moved {moved:.4g} rad in {dt * 1e3:.3g} ms)' if fresh
+                                 else ' (no fresh state before it)'))
+        raise ValueError(f'joint {name!r} jumps {moved:.4g} rad in {dt * 1e3:.3g} ms, more '
+                         f'than its velocity limit {v_max:g} rad/s allows (another source?)')
+
+    def _continuous(self, q, qd, joints, step, arrival_step):
+        """True if `joints` moved from the previous state by what the velocities of both say
+        over the stamps' interval `step` [s] (module doc); the stamps must be usable: both set,
+        step within [MIN_STEP, fresh_for] and within STAMP_AGREEMENT of `arrival_step` [s]."""
+        previous = self._velocity
+        if qd is None or previous is None or not self._stamp_ns or not (
+                MIN_STEP <= step <= self.fresh_for
+                and abs(step - arrival_step) <= STAMP_AGREEMENT):
+            return False
+        for j in joints:
+            expected = 0.5 * (previous[j] + qd[j]) * step
+            if not abs(q[j] - self.q[j] - expected) <= CONTINUITY * abs(expected):
+                return False
+        return True
 
     def _learn(self, raw, msg):
         """After a full take of `msg`: its layout serves the next messages like it. Kept if

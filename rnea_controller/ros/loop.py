@@ -1,139 +1,177 @@
-"""The control loop of the `rnea_controller` node: its timer's tick, in its own file.
+"""The control loop of the `rnea_controller` node: its timer's tick, an object the node holds.
 
-`ControlLoop` is a part of `ControllerNode` (a mixin: the node is `ControlLoop` +
-LifecycleNode): the tick and what it calls, read here in one piece. It uses what the node sets
-up at configure (`config` and a `_pending` one, `state`, `controller`, `outputs`, `stats`,
-`intake`, `_ref`, `_now_ns`, `_t0_ns`, `_f_ext`, `_wrench_time`) and at activate (`_timer` and
-`_timer_period_ns`, `_diagnostics_due`, `_stale_since`, `_failure_logged`, `action_server`, and
-the timing state made by `_start_timing`); it sets `mode`, `trajectory`, `diagnostics_time`,
-and `deactivate_requested` for the spin loop.
+`ControlLoop` is made at each activation from named parts (the config in force, the
+Controller, the outputs, the loop statistics, the timer, the clocks, the logger, the action
+server and trajectory intake) and called once a timer period: `tick(cfg, state, wrench,
+refusal)`. The mode, the reference and every transition between modes are the ROS-free state
+machine `control.modes.Modes` it holds; the loop does what the mode's command says and keeps
+the timing (control/timing.py: phase lock, latency compensation, velocity estimate).
 
-One tick: a pending configuration is swapped in; with a fresh state (newer than
-`state_timeout`), the reference is sampled where the command will act (one period ahead, or
-the latency L ahead of the state's stamp with latency compensation, docs/timing.md), the law
-is computed with one compiled call (`control.law`), command and reference are published, the
-action server's snapshot left (once it has a reader); then the phase lock nudges the timer's
-period and, once a second, /diagnostics go out in the slack of the period.
+One tick: the mode of this tick (`Modes.step`); for the law, the reference is sampled where the
+command will act (one period ahead, or the latency L ahead of the state's stamp with latency
+compensation, docs/timing.md), the law is computed with one compiled call (`control.law`),
+command and reference are published, the action server's snapshot left (once it has a
+reader); for braking, `Controller.brake` at the newest state (damping toward rest plus
+gravity); for a stale gravity hold, g(q_last); then the phase lock nudges the timer's period
+and, once a second (and at once when braking starts or ends), /diagnostics go out in the slack
+of the period.
 
-Stale state (newest valid joint state older than `state_timeout`, by arrival on the steady
-clock): the trajectory is dropped; `stale_policy` hold_then_stop publishes g(q_last) for
-`stale_hold_time` then nothing, hold publishes g(q_last) until states return, stop publishes
-nothing at once. Fresh states then hold the measured position. A second source of joint states
-(issue 26) is kept out by inputs.py's gates, and shown by node.py's `_check_sources`.
-
-Effort controller of other joints, seen after activation (effort_check.py): no command from
-that tick on, and the node deactivates without a final command.
-
-Law failure (non-finite law at runtime): the gravity hold of the last good configuration at the
-measured position, logged once, counted in 'non-finite fallbacks'; after `law_failure_timeout`
-the node deactivates with its final command.
+The other paths (modes.py): stale states drop the trajectory and act by `stale_policy`; a law
+that is not finite gets the Controller's gravity fallback and deactivates after
+`law_failure_timeout`; an effort controller of other joints (effort_check.py) stops the
+commands at once and deactivates without a final command.
 """
-import math
 import time
 
 import numpy as np
 
+from rnea_controller.control import modes
 from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import LoopTiming, predict
-from rnea_controller.control.trajectory import Trajectory
-from rnea_controller.ros import diagnostics, realtime
+from rnea_controller.ros import realtime
 
 
 class ControlLoop:
-    """The tick of ControllerNode and its timing state (see the module doc)."""
+    """The tick of an active ControllerNode (see the module doc).
 
-    def _start_timing(self, cfg):
-        """Phase lock, latency compensation and velocity estimate (control/timing.py, issue
-        12), from the parameters in force at activation; the first state says once which
-        velocity source is used."""
+    cfg: the ControllerConfig at activation; state: the node's JointStateInput (its `timing`
+    and `fresh_for` are set here); controller: the node's Controller; outputs: its Outputs;
+    stats: its LoopStats; timer: the control timer (its period is nudged by the phase lock);
+    now_ns: the stamps' clock [ns]; t0_ns: the trajectory time base [ns]; logger: the node's;
+    status: a callable returning the /diagnostics message now; action_server, intake: the
+    helpers whose prepared trajectories the tick swaps in.
+    """
+
+    def __init__(self, cfg, state, controller, outputs, stats, *, timer, now_ns, t0_ns, logger,
+                 status, action_server=None, intake=None):
+        self.controller, self.outputs, self.stats = controller, outputs, stats
+        self.timer, self._timer_period_ns = timer, timer.timer_period_ns
+        self.now_ns, self._t0_ns = now_ns, t0_ns
+        self.logger, self.status = logger, status
+        self.action_server, self.intake = action_server, intake
+        self.modes = modes.Modes(cfg.joints, cfg.index, cfg.model.velocity_limits[cfg.index],
+                                 log=self._log, started=realtime.since_start)
         values = cfg.values
         self.timing = LoopTiming(
             cfg.model.n, cfg.period, phase_lock=values['phase_lock'],
             latency=latency_setting(values['latency_compensation']),
             velocity_source=values['velocity_source'], cutoff=values['velocity_filter_cutoff'])
-        self.state.timing = self.timing
-        self.state.fresh_for = cfg.state_timeout  # the jump gate's window (inputs.py)
+        state.timing = self.timing
+        state.fresh_for = cfg.state_timeout  # the jump gate's window (inputs.py)
+        self._ref = np.zeros((3, len(cfg.joints)))
         self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
-        self._velocity_logged = self._commanding_logged = False
         self._period_ns = round(cfg.period * 1e9)
+        self._diagnostics_due = time.perf_counter() + 1.0
+        self.diagnostics_time = 0.0  # [s] the last /diagnostics publish
 
-    def _tick(self):
-        """One control period: pending config -> newest state -> reference one period ahead
-        -> law -> publish."""
-        if self._timer is None:  # the executor had queued this tick before the loop stopped
-            return
-        if self.effort_check.refusal is not None:  # a mismatching effort controller appeared
-            return self._refuse_effort_controller()
+    @property
+    def mode(self):
+        return self.modes.mode
+
+    @property
+    def trajectory(self):
+        """The reference (a Trajectory), None while dropped (stale, braking)."""
+        return self.modes.trajectory
+
+    @trajectory.setter
+    def trajectory(self, trajectory):
+        self.modes.trajectory = trajectory
+
+    def seconds(self, ns):
+        """Trajectory time [s] of a stamp [ns]."""
+        return (ns - self._t0_ns) * 1e-9
+
+    def tick(self, cfg, state, wrench=None, refusal=None):
+        """One control period: the mode, then what it commands, then the timing.
+
+        cfg: the ControllerConfig in force; state: the newest valid joint state (q, qd,
+        arrival `time` [s], `valid`); wrench: f_ext {link: wrench} or None; refusal: why the
+        effort controller's joints forbid any command (None: they do not)."""
+        if refusal is not None:
+            return self.modes.refuse(refusal)
         t_start = time.perf_counter()
-        self._swap_pending()
-        cfg, state = self.config, self.state
-        now_ns = self._now_ns()
-        if t_start - state.time > cfg.state_timeout:
-            self._stale_tick(cfg, t_start)
-        else:
-            self._control_tick(cfg, state, now_ns, t_start)
+        now_ns = self.now_ns()
+        before = self.modes.mode
+        command = self.modes.step(cfg, t_start, state.time if state.valid else None, state.q,
+                                  state.qd, self.seconds(now_ns))
+        if command == modes.LAW:
+            self._control(cfg, state, now_ns, t_start, wrench)
+        elif command == modes.BRAKE:
+            self._hold_still(cfg, state, self.controller.brake(cfg, state.q, state.qd), now_ns)
+        elif command == modes.GRAVITY:
+            self._hold_still(cfg, state, self.controller.gravity_hold(cfg, state.q), now_ns)
+        elif state.valid:
+            self.controller.reset()
+        if (before == modes.BRAKING) != (self.modes.mode == modes.BRAKING):
+            self._diagnostics_due = 0.0  # the fault, and its end, at once
         self._lock_phase(t_start)
-        self._after_tick(t_start)
+        self._after_tick(cfg, t_start)
 
-    def _control_tick(self, cfg, state, now_ns, t_start):
-        """Fresh state: the law towards the reference where the command acts, published."""
+    def _control(self, cfg, state, now_ns, t_start, wrench):
+        """The law towards the reference where the command acts, published."""
         if self.action_server is not None:
             self.action_server.swap_in()
-        self.intake.swap_in()
-        if self.trajectory is None:
-            self._hold_measured(now_ns)
-        ref_ns, q, qd = self._timed_state(cfg, now_ns)
-        t, ref = self._seconds(ref_ns), self._ref
-        tau = self.controller.command(cfg, q, qd, ref, self._wrench(cfg, t_start))
-        self.mode = 'hold' if self.trajectory.is_holding(t) else 'tracking'
-        if self.controller.failing_since is not None:
-            self._law_failure(cfg, t_start)
+        if self.intake is not None:
+            self.intake.swap_in()
+        ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
+        t, ref = self.seconds(ref_ns), self._ref
+        tau = self.controller.command(cfg, q, qd, ref, wrench)
+        self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
+                             self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
         self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
 
-    def _timed_state(self, cfg, now_ns):
+    def _hold_still(self, cfg, state, tau, now_ns):
+        """A command of no trajectory (braking, stale gravity hold): the reference published
+        is the measured position at rest."""
+        self._ref[0], self._ref[1:] = state.q[cfg.index], 0.0
+        self._publish(tau, self._ref, now_ns)
+
+    def _timed_state(self, cfg, state, now_ns):
         """(instant the command acts [ns], q, qd there), the reference sampled there.
 
         With latency compensation (docs/timing.md) that instant is L after the newest state's
         stamp, and the state is predicted to it from its own age; without, the reference is
         sampled one period after the tick and the state used as it is."""
+        trajectory = self.modes.trajectory
         L = self.timing.horizon(now_ns * 1e-9 + self._publish_delay)
         if L is None:
             ref_ns = now_ns + self._period_ns
-            self.trajectory.sample(self._seconds(ref_ns), self._ref)
-            return ref_ns, self.state.q, self.state.qd
+            trajectory.sample(self.seconds(ref_ns), self._ref)
+            return ref_ns, state.q, state.qd
         ref_ns = self.timing.stamp_ns + round(L * 1e9)
-        self.trajectory.sample(self._seconds(ref_ns), self._ref)
+        trajectory.sample(self.seconds(ref_ns), self._ref)
         self._qdd[cfg.index] = self._ref[2]
-        predict(self.state.q, self.state.qd, self._qdd, L, self.timing.lag, out=self._predicted)
+        predict(state.q, state.qd, self._qdd, L, self.timing.lag, out=self._predicted)
         return ref_ns, self._predicted_q, self._predicted_qd
 
     def _lock_phase(self, t_start):
         """Phase lock: the timer's next period, nudged within +-2 % (control/timing.py)."""
         period = self.timing.next_period(t_start)
         if period is not None and round(period * 1e9) != self._timer_period_ns:
-            self._timer_period_ns = self._timer.timer_period_ns = round(period * 1e9)
+            self._timer_period_ns = self.timer.timer_period_ns = round(period * 1e9)
 
-    def _swap_pending(self):
-        if self._pending is not None:
-            self.config, self._pending = self._pending, None
-            if self._timer is not None:  # the timing parameters that may change while active
-                self.timing.velocity.cutoff = self.config.values['velocity_filter_cutoff']
-                self.state.fresh_for = self.config.state_timeout
+    def configure(self, cfg, state):
+        """A new config swapped in while active: the timing parameters that may change."""
+        self.timing.velocity.cutoff = cfg.values['velocity_filter_cutoff']
+        state.fresh_for = cfg.state_timeout
 
-    def _after_tick(self, t_start):
+    def publish_status_soon(self):
+        """/diagnostics at the next tick (a second source of states appeared or went)."""
+        self._diagnostics_due = 0.0
+
+    def _after_tick(self, cfg, t_start):
         """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
         t_end = time.perf_counter()
-        self.stats.record(t_start, t_end, self.config.period)
+        self.stats.record(t_start, t_end, cfg.period)
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
-            stamp = self.get_clock().now().to_msg()
-            self.outputs.diagnostics(diagnostics.make_status(self, stamp))
+            self.outputs.diagnostics(self.status())
             self.diagnostics_time = time.perf_counter() - t_end
 
     def _publish(self, tau, ref, ref_ns):
@@ -141,61 +179,5 @@ class ControlLoop:
         self.outputs.command(tau)
         self.outputs.reference(ref, self.controller.feedforward, ref_ns)
 
-    def _law_failure(self, cfg, t_start):
-        """The law is not finite: gravity hold meanwhile (Controller), deactivate when late."""
-        self.mode = 'law failure: gravity hold'
-        failing = t_start - self.controller.failing_since
-        if not self._failure_logged:
-            self._failure_logged = True
-            self.get_logger().error('control law not finite: gravity hold of the last good '
-                                    'configuration; deactivating if it lasts '
-                                    f'{cfg.law_failure_timeout} s')
-        if failing > cfg.law_failure_timeout and not self.deactivate_requested:
-            self.get_logger().error(f'control law not finite for {failing:.3f} s: deactivating')
-            self.deactivate_requested = True
-
-    def _wrench(self, cfg, t_start):
-        """f_ext from the newest ~/external_wrench unless older than external_wrench_timeout."""
-        timeout = cfg.external_wrench_timeout or math.inf
-        return self._f_ext if t_start - self._wrench_time < timeout else None
-
-    def _hold_measured(self, now_ns):
-        """Hold the measured position from now on (activation, return of fresh states)."""
-        self.trajectory = Trajectory.hold(self.state.q[self.config.index], self._seconds(now_ns))
-        self._stale_since = None
-        if not self._commanding_logged:
-            self._commanding_logged = True
-            self.get_logger().info('first command: holding the measured position'
-                                   + realtime.since_start())
-
-    def _refuse_effort_controller(self):
-        """No command to a controller of other joints: the loop ends, without a final command
-        (effort_check.py)."""
-        if not self.deactivate_requested:
-            self.get_logger().error(f'commands stopped, deactivating: '
-                                    f'{self.effort_check.refusal}')
-            self.mode = 'refused: effort controller joints'
-            self.deactivate_requested = True
-
-    def _stale_tick(self, cfg, t_start):
-        """No fresh state: drop the trajectory and act by `stale_policy` (module doc)."""
-        if not self.state.valid:
-            self.mode = 'waiting for joint states'
-            return
-        if self._stale_since is None:
-            self._stale_since, self.trajectory = t_start, None
-            self.get_logger().warning(f'joint states stale (> {cfg.state_timeout} s): '
-                                      f'{cfg.stale_policy}')
-        held = t_start - self._stale_since
-        if cfg.stale_policy == 'hold' or (cfg.stale_policy == 'hold_then_stop'
-                                          and held <= cfg.stale_hold_time):
-            tau = self.controller.gravity_hold(cfg, self.state.q)
-            self._ref[0], self._ref[1:] = self.state.q[cfg.index], 0.0
-            self.mode = 'stale: gravity hold'
-            self._publish(tau, self._ref, self._now_ns())
-        else:
-            self.mode = 'stale: stopped'
-            self.controller.reset()
-
-    def _seconds(self, ns):
-        return (ns - self._t0_ns) * 1e-9
+    def _log(self, level, text):
+        getattr(self.logger, level)(text)

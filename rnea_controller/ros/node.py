@@ -1,20 +1,24 @@
 """The `rnea_controller` lifecycle node: thin ROS 2 glue around `control.law`.
 
 A fixed-rate timer on the STEADY clock (whatever `use_sim_time` says: a simulated clock that
-stops must not stop the commands) runs the tick of loop.py: reference one period ahead, the law
-in one compiled call, limits, effort command, reference and (1 Hz) diagnostics. Stamps and the
-trajectory time base follow system time, or ROS time if use_sim_time was set when the node was
-configured (a later change takes effect at the next configure). This file: the lifecycle, the
-set-up, the inputs' callbacks and parameter changes. The other pieces, one per module: loop.py
-(the tick, stale states, law failure), inputs.py (joint states, trajectories, wrench,
+stops must not stop the commands) calls the tick of the node's `loop` (loop.py's ControlLoop,
+made at each activation, holding the modes of control/modes.py): reference one period ahead,
+the law in one compiled call, limits, effort command, reference and (1 Hz) diagnostics. Stamps
+and the trajectory time base follow system time, or ROS time if use_sim_time was set when the
+node was configured (a later change takes effect at the next configure). This file: the
+lifecycle, the set-up, the inputs' callbacks and parameter changes. The other pieces, one per
+module: loop.py (the tick and its timing), control/modes.py (the modes and their transitions:
+stale states, braking, law failure), inputs.py (joint states, trajectories, wrench,
 description), outputs.py (command, reference, diagnostics publishers), parameters.py
 (declarations from the table, change rules), diagnostics.py, realtime.py (executor, priority,
 affinity, signals, timer callbacks), effort_check.py (the effort controller's `joints`,
 checked on activation), trajectory_intake.py and action_server.py (their own threads);
 main.py is the program.
 
-Modes (diagnostics 'mode'): 'unconfigured', 'inactive', 'waiting for joint states', 'hold',
-'tracking', 'stale: gravity hold', 'stale: stopped', 'law failure: gravity hold', 'finished'.
+Modes (diagnostics 'mode'): the lifecycle's 'unconfigured' and 'inactive'; while active the
+loop's (control/modes.py): 'waiting for joint states', 'hold', 'tracking', 'braking:
+overspeed', 'stale: gravity hold', 'stale: stopped', 'law failure: gravity hold', 'refused:
+effort controller joints', 'finished'.
 
 A parameter change is validated whole in the on-set callback (table ranges, model rules, and
 the law at the current state and reference must be finite) and swapped in by the tick at its
@@ -42,7 +46,7 @@ from rnea_controller.control.loop_stats import LoopStats
 from rnea_controller.control.parameters import GLOBAL
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
-from rnea_controller.ros import inputs, realtime
+from rnea_controller.ros import diagnostics, inputs, realtime
 from rnea_controller.ros import parameters as ros_parameters
 from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.effort_check import EffortControllerCheck
@@ -58,7 +62,7 @@ INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_descript
           'parameters')
 
 
-class ControllerNode(ControlLoop, LifecycleNode):
+class ControllerNode(LifecycleNode):
     """rnea_controller: computed-torque control of an arm over ROS 2 topics (see module doc)."""
 
     def __init__(self, **kwargs):
@@ -66,11 +70,11 @@ class ControllerNode(ControlLoop, LifecycleNode):
         ros_parameters.declare_global(self)
         self.config, self._pending, self._timer = None, None, None
         self.action_server, self.intake, self.effort_check = None, None, None
-        self.mode = 'unconfigured'
+        self.loop = None  # the ControlLoop, from activation to deactivation
+        self._lifecycle = 'unconfigured'
         self.sources = None  # while active: why the joint states come from several sources
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
-        self.deactivate_requested = False
         self._urdf_from_topic, self._base_model = None, None
         self._subscriptions, self.outputs = [], None
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -79,6 +83,25 @@ class ControllerNode(ControlLoop, LifecycleNode):
                              reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(String, 'robot_description', self._on_description, latched)
         self.create_timer(1.0, self._log_waiting, clock=self._steady)
+
+    @property
+    def mode(self):
+        """The diagnostics 'mode': the loop's while it exists, else the lifecycle state."""
+        return self._lifecycle if self.loop is None else self.loop.mode
+
+    @property
+    def trajectory(self):
+        """The loop's reference (a Trajectory); None while none (inactive, stale, braking)."""
+        return None if self.loop is None else self.loop.trajectory
+
+    @trajectory.setter
+    def trajectory(self, trajectory):
+        self.loop.trajectory = trajectory
+
+    @property
+    def timing(self):
+        """The loop's LoopTiming (phase lock, latency, velocity source); None while inactive."""
+        return None if self.loop is None else self.loop.timing
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -105,7 +128,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._allocate(self.config)
         self.intake = TrajectoryIntake(self)
-        self.mode = 'inactive'
+        self._lifecycle = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
         for note in self.config.notes:
@@ -117,32 +140,33 @@ class ControllerNode(ControlLoop, LifecycleNode):
         if mismatch:
             self.get_logger().error(f'activation refused: {mismatch}')
             return TransitionCallbackReturn.FAILURE
-        self.trajectory = None  # the first fresh state starts a hold at the measured position
         self.controller.reset()
-        self._stale_since, self._failure_logged = None, False
-        self.mode = 'waiting for joint states'
-        self._start_timing(self.config)
         self._timer = self.create_timer(self.config.period, realtime.timer_callback(self._tick),
                                         clock=self._steady)
-        self._timer_period_ns = self._timer.timer_period_ns
+        self.action_server = TrajectoryActionServer(self, dict(self.config.values))
+        self.loop = ControlLoop(  # the first fresh state starts a hold at the measured position
+            self.config, self.state, self.controller, self.outputs, self.stats,
+            timer=self._timer, now_ns=self._now_ns, t0_ns=self._t0_ns,
+            logger=self.get_logger(), status=self._status, action_server=self.action_server,
+            intake=self.intake)
+        self._velocity_logged = False
         self.sources, self._offset_logged = None, False
         self._sources_timer = self.create_timer(SOURCES_PERIOD, self._check_sources,
                                                 clock=self._steady)
-        self.action_server = TrajectoryActionServer(self, dict(self.config.values))
-        self._diagnostics_due = time.perf_counter() + 1.0
         self.get_logger().info('active' + realtime.since_start())
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state):
         self._stop_loop()
-        self.mode = 'inactive'
+        self.loop = None
+        self._lifecycle = 'inactive'
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state):
         self.release_helpers()
         self._destroy_entities()
         self.config = None
-        self.mode = 'unconfigured'
+        self._lifecycle = 'unconfigured'
         return TransitionCallbackReturn.SUCCESS
 
     def _destroy_entities(self):
@@ -170,13 +194,42 @@ class ControllerNode(ControlLoop, LifecycleNode):
         """Publish the final command once if the loop is running, and stop it (idempotent)."""
         if self._timer is not None:
             self._stop_loop()
-            self.mode = 'finished'
+            self.loop.modes.finish()
 
     def after_spin(self):
         """Called by the spin loop between callbacks: a deactivation the tick asked for."""
-        if self.deactivate_requested:
-            self.deactivate_requested = False
+        if self.loop is not None and self.loop.modes.deactivate:
+            self.loop.modes.deactivate = False
             self.trigger_deactivate()
+
+    def _tick(self):
+        """The control timer's callback: the loop's tick, with this tick's inputs."""
+        if self._timer is None:  # the executor had queued this tick before the loop stopped
+            return
+        if self.effort_check.refusal is None:
+            self._swap_pending()
+        self.loop.tick(self.config, self.state, wrench=self._wrench(),
+                       refusal=self.effort_check.refusal)
+
+    def _swap_pending(self):
+        """A parameter change validated by the on-set callback, in force from now on."""
+        if self._pending is not None:
+            self.config, self._pending = self._pending, None
+            if self.loop is not None:  # the timing parameters that may change while active
+                self.loop.configure(self.config, self.state)
+
+    def _wrench(self):
+        """f_ext from the newest ~/external_wrench unless older than external_wrench_timeout."""
+        timeout = self.config.external_wrench_timeout or math.inf
+        return self._f_ext if time.perf_counter() - self._wrench_time < timeout else None
+
+    def _seconds(self, ns):
+        """Trajectory time [s] of a stamp [ns] (the intake and the action server plan in it)."""
+        return (ns - self._t0_ns) * 1e-9
+
+    def _status(self):
+        """The /diagnostics message of the node now (diagnostics.py)."""
+        return diagnostics.make_status(self, self.get_clock().now().to_msg())
 
     def _stop_loop(self):
         self.destroy_timer(self._timer)
@@ -215,7 +268,6 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self.state = inputs.JointStateInput(cfg.model.joint_names, required=cfg.joints,
                                             mimic=cfg.model.mimic,
                                             velocity_limits=cfg.model.velocity_limits)
-        self._ref = np.zeros((3, len(cfg.joints)))
         self._f_ext, self._wrench_time = None, -math.inf
         self.controller = Controller(cfg)
         Trajectory.hold(np.zeros(cfg.model.n)).sample(0.0)  # compile the sampler now
@@ -223,7 +275,6 @@ class ControllerNode(ControlLoop, LifecycleNode):
         self._now_ns = (lambda: self.get_clock().now().nanoseconds) if sim_time else time.time_ns
         self._t0_ns = self._now_ns()
         self.stats = LoopStats()
-        self.diagnostics_time = 0.0
 
     def _create_entities(self, joints):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -245,12 +296,13 @@ class ControllerNode(ControlLoop, LifecycleNode):
             self.state.take_serialized(raw, self.config.values['velocity_source'])
         except ValueError as error:
             return self._reject('joint_states', error)
-        if self.state.timing is not None and not self._velocity_logged:
+        timing = self.state.timing
+        if timing is not None and not self._velocity_logged:
             self._velocity_logged = True
-            cutoff = self.timing.velocity.cutoff
+            cutoff = timing.velocity.cutoff
             self.get_logger().info('joint velocities: ' + (
                 f'estimated from positions (low-pass {cutoff:g} Hz, lag '
-                f'{self.timing.lag * 1e3:.2f} ms)' if self.timing.estimating
+                f'{timing.lag * 1e3:.2f} ms)' if timing.estimating
                 else 'measured (the joint states)'))
 
     def _check_sources(self):
@@ -259,6 +311,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
         stream the arm's motion does not explain are refused by JointStateInput's gates), and
         stamps on another clock (a warning, once); the publishers in /diagnostics from the next
         tick, the offset at the next 1 Hz status."""
+        if self.loop is None:  # queued before the loop stopped
+            return
         topic = self._subscriptions[0].topic_name
         sources = None
         if self.count_publishers(topic) > 1:
@@ -274,8 +328,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
             else:
                 self.get_logger().info(f'one publisher on {topic} again')
             self.sources = sources
-            self._diagnostics_due = 0.0
-        clock = self.timing.clock
+            self.loop.publish_status_soon()
+        clock = self.loop.timing.clock
         if not clock.usable and not self._offset_logged:
             self._offset_logged = True
             self.get_logger().warning(

@@ -24,6 +24,10 @@ names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to
   empty, as positions-only drivers send it. `robot_description` (std_msgs/String,
   transient-local) with the URDF as given, never with the plant-only payload; `/diagnostics`
   (absolute, as every ROS node publishes it) at 1 Hz (status 'rnea_sim: plant').
+- an external push (issue 29): `push.torque` [N·m or N] on joint `push.joint` from
+  `push.start` [s] after the first command for `push.duration` [s], a generalized force of the
+  world added after the effort clamp (`Plant.external`), logged when it starts and ends: a
+  collision or a hand that drives a joint beyond its velocity limit.
 - a second node named as ros2_control's effort controller would be (`<ns>/effort_controller`
   for the default command topic) with the read-only parameter `joints` (the command order), so
   that the rnea controller's activation check of its joints finds what it finds on a real stack.
@@ -104,6 +108,10 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'link_errors.mass': (0.3, "relative error of each moving link's mass, up to"),
     'link_errors.inertia': (0.3, 'relative error of each principal second moment, up to'),
     'link_errors.com': (0.03, '[m] displacement of each centre of mass, up to'),
+    'push.joint': ('', 'joint an external push acts on; empty: no push'),
+    'push.torque': (0.0, '[N·m or N] the push, added after the effort clamp'),
+    'push.start': (1.0, '[s] after the first command the push starts'),
+    'push.duration': (0.05, '[s] the push lasts'),
     'command_delay': (0.0, '[s] transport delay before a command is applied'),
     'command_timeout': (0.0, '[s] without commands before applying zero effort; 0: never, '
                         'as JointGroupEffortController'),
@@ -131,6 +139,7 @@ class SimConfig:
     command_timeout: float
     hold_until_first_command: bool
     max_catch_up: int
+    push: tuple = ()  # (joint, torque [N·m], start [s], duration [s]), or () for none
 
 
 def _numeric(default):
@@ -185,7 +194,19 @@ def sim_config(values):
         command_delay=_nonnegative(values, 'command_delay'),
         command_timeout=_nonnegative(values, 'command_timeout'),
         hold_until_first_command=bool(values['hold_until_first_command']),
-        max_catch_up=max(1, int(values['max_catch_up'])))
+        max_catch_up=max(1, int(values['max_catch_up'])),
+        push=_push(values))
+
+
+def _push(values):
+    """SimConfig.push from the `push.*` parameters: () without a joint."""
+    if not values['push.joint']:
+        return ()
+    torque = values['push.torque']
+    if not isinstance(torque, (int, float)) or not math.isfinite(torque):
+        raise ParameterError(f"parameter 'push.torque' must be finite, got {torque}")
+    return (values['push.joint'], float(torque), _nonnegative(values, 'push.start'),
+            _nonnegative(values, 'push.duration'))
 
 
 def _link_errors(values):
@@ -256,6 +277,8 @@ class SimNode(Node):
         self.order = command_order(self.plant.joint_names,
                                    self.config.joints or commanded_by_default(self.config.urdf))
         self.plant.reset(initial_positions(self.plant, self.config.initial_positions))
+        self._push_joint = self._pushed_joint()
+        self._first_command, self._pushing = None, False
         self.hold = CommandHold(self.plant.n, self.config.command_delay,
                                 self.config.command_timeout)
         self.rng = np.random.default_rng(self.config.noise_seed)
@@ -276,6 +299,28 @@ class SimNode(Node):
             f'link errors {cfg.plant.link_errors or "none"}, gravity compensated by the arm: '
             f'{cfg.plant.compensates_gravity}, command delay '
             f'{cfg.command_delay} s, timeout {cfg.command_timeout or "none"}')
+
+    def _pushed_joint(self):
+        """The plant index of `push.joint`, or None without a push."""
+        if not self.config.push:
+            return None
+        name = self.config.push[0]
+        if name not in self.plant.joint_names:
+            raise ParameterError(f"parameter 'push.joint': {name!r} is not a joint of the arm "
+                                 f'{list(self.plant.joint_names)}')
+        return self.plant.joint_names.index(name)
+
+    def _apply_push(self, t):
+        """The external push in force at wall time t [s] (its window counts from the first
+        command), logged as it starts and ends."""
+        _, torque, start, duration = self.config.push
+        pushing = (self._first_command is not None
+                   and start <= t - self._first_command < start + duration)
+        self.plant.external[self._push_joint] = torque if pushing else 0.0
+        if pushing != self._pushing:
+            self._pushing = pushing
+            self.get_logger().info(f'push of {torque:g} on {self.config.push[0]} for '
+                                   f'{duration:g} s: ' + ('started' if pushing else 'ended'))
 
     def _make_interfaces(self):
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -403,6 +448,10 @@ class SimNode(Node):
         status = self.hold.status(t)
         tau = self.hold.current(t)
         self._log_status(status)
+        if self._first_command is None and status != 'waiting':
+            self._first_command = t
+        if self._push_joint is not None:
+            self._apply_push(t)
         if status == 'waiting' and self.config.hold_until_first_command:
             self.plant.applied = np.zeros(self.plant.n)
             return

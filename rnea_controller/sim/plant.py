@@ -23,7 +23,10 @@ Pinocchio. The realism options, all unknown to the controller's model:
   the URDF's (`perturb_links`: mass and the principal second moments scaled by up to ±mass,
   ±inertia, the centre of mass moved by up to `com` [m]), physically consistent: a CAD model's
   guesses against the real arm. The controller is told the URDF; the plant is the perturbed one;
-- sensor noise and a command delay, applied by `measure` and `CommandHold`.
+- sensor noise and a command delay, applied by `measure` and `CommandHold`;
+- `external` [N·m or N]: a generalized force of the world on the joints (a push, a collision),
+  added to the command after the effort clamp: no drive limits it. The simulator node sets it
+  for a time window (`push.*`).
 
 This module never imports rclpy: the ROS node `rnea_controller.sim.node` is a thin layer on top.
 """
@@ -236,6 +239,7 @@ class Plant:
         self.effort_limits = np.array([limits.get(name, math.inf) for name in self.joint_names])
         self.clamp_effort = options.clamp_effort
         self.applied = np.zeros(self.n)
+        self.external = np.zeros(self.n)  # [N·m or N] the world's push on the joints
         self._nominal = build_model(urdf_text, PlantOptions(timestep=options.timestep))
         self._nominal_data = mujoco.MjData(self._nominal)
         self.compensates_gravity = options.compensates_gravity
@@ -266,8 +270,9 @@ class Plant:
         """Apply joint efforts tau [N·m] for one time step (zero-order hold over the step).
 
         With `compensates_gravity` the plant applies tau + g(q) (nominal model, see module doc).
-        The total is clipped to the URDF limits. Returns the commanded part of what was applied
-        (the total minus the robot's own g(q)), which the simulator reports as effort.
+        The total is clipped to the URDF limits; then `external` is added (the world's push,
+        which no drive limits). Returns the commanded part of what was applied (the total minus
+        the robot's own g(q)), which the simulator reports as effort.
         """
         tau = self._vector(tau, 'tau')
         g = self.gravity(self.data.qpos) if self.compensates_gravity else 0.0
@@ -275,7 +280,7 @@ class Plant:
         if self.clamp_effort:
             total = np.clip(total, -self.effort_limits, self.effort_limits)
         self.applied = total - g
-        self.data.qfrc_applied[:] = total
+        self.data.qfrc_applied[:] = total + self.external
         mujoco.mj_step(self.model, self.data)
         return self.applied
 

@@ -1,0 +1,179 @@
+"""The control loop's modes: one state machine, ROS-free (issue 29; libfranka's robot modes).
+
+What the arm gets in each mode (the diagnostics 'mode' strings; `COMMAND`):
+
+| mode | the command |
+|---|---|
+| 'waiting for joint states' | nothing (no valid state since activation) |
+| 'hold' | the law towards a resting reference (the measured position, or a trajectory's end) |
+| 'tracking' | the law towards the trajectory |
+| 'braking: overspeed' | `Controller.brake`: damping toward rest plus gravity, each new state |
+| 'stale: gravity hold' | g(q_last), by `stale_policy` |
+| 'stale: stopped' | nothing (the effort controller keeps the last command: g(q_last)) |
+| 'law failure: gravity hold' | the Controller's fallback: g(q) of the last good configuration |
+| 'refused: effort controller joints' | nothing; the node deactivates without a final command |
+| 'finished' | nothing (the final command was sent) |
+
+Transitions, all here (`step` once a tick before the command, `commanded` after the law):
+
+- no valid state yet -> waiting; a state older than `state_timeout` -> stale (the reference
+  dropped): gravity hold, then stopped after `stale_hold_time` (`hold_then_stop`), at once
+  (`stop`) or never (`hold`). Only states that stop coming lead here.
+- a fresh state after waiting or stale -> hold of the measured position.
+- a new state with a controlled joint beyond its velocity limit (measured or estimated: the
+  velocity in use), from any commanding mode -> braking: the reference dropped (a trajectory
+  or action goal ends aborted, `dropped` says why), ERROR naming the joint and its speed.
+- braking, every controlled joint below its rest speed (REST_FRACTION of its limit, or
+  REST_SPEED where it has none) -> hold of the measured position.
+- after the law: the trajectory's end reached -> hold, else tracking; the law not finite ->
+  law failure (logged once an activation), and after `law_failure_timeout` -> `deactivate`.
+- the effort controller of other joints -> refused; the loop stopped -> finished (both final).
+
+ROS-free: plain Python and the core's Trajectory; the node's loop (ros/loop.py) calls it and
+does what `COMMAND` says. `log(level, text)` ('info', 'warning', 'error') receives the events.
+"""
+import math
+
+from rnea_controller.control.trajectory import Trajectory
+
+WAITING = 'waiting for joint states'
+HOLD = 'hold'
+TRACKING = 'tracking'
+BRAKING = 'braking: overspeed'
+STALE_HOLD = 'stale: gravity hold'
+STALE_STOPPED = 'stale: stopped'
+LAW_FAILURE = 'law failure: gravity hold'
+REFUSED = 'refused: effort controller joints'
+FINISHED = 'finished'
+
+LAW, BRAKE, GRAVITY, NOTHING = 'law', 'brake', 'gravity', 'nothing'  # what the loop computes
+COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOLD: GRAVITY,
+           STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING}
+
+REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
+REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
+
+
+def _quiet(level, text):
+    """The default `log`: events go nowhere."""
+
+
+class Modes:
+    """The loop's mode, its reference `trajectory` and the transitions between them.
+
+    velocity_limits [rad/s]: of the controlled joints `joints` (inf where absent), at model
+    `index`. `log(level, text)` gets the events; `started()` a note for the first command's
+    line. Read: `mode`, `trajectory` (None while dropped), `fault` (the last overspeed, text),
+    `overspeeds` (their count), `dropped` ((trajectory, reason) of the last reference
+    dropped), `deactivate` (the node should deactivate).
+    """
+
+    def __init__(self, joints, index, velocity_limits, log=_quiet, started=lambda: ''):
+        self.joints = tuple(joints)
+        self._index = [int(i) for i in index]
+        self._limits = [float(v) for v in velocity_limits]
+        self._rest = [REST_FRACTION * v if math.isfinite(v) else REST_SPEED
+                      for v in self._limits]
+        self._log, self._started = log, started
+        self.mode = WAITING
+        self.trajectory = None
+        self.fault, self.overspeeds, self.dropped = None, 0, None
+        self.deactivate = False
+        self._stale_since = None
+        self._seen = None  # the arrival time of the last state watched for overspeed
+        self._commanding = self._failure_logged = False
+
+    def step(self, cfg, now, arrival, q, qd, t):
+        """The mode of this tick, and the command it gets (`COMMAND`).
+
+        cfg: the ControllerConfig in force; now [s]: the tick's start (the state's clock);
+        arrival [s]: of the newest valid state, None before any; q [rad], qd [rad/s]: that
+        state, model size; t [s]: the trajectory time now (a new hold starts there).
+        """
+        if self.mode in (REFUSED, FINISHED):
+            return NOTHING
+        if arrival is None:
+            self.mode = WAITING
+            return NOTHING
+        if now - arrival > cfg.state_timeout:
+            return self._stale(cfg, now)
+        if self.mode in (WAITING, STALE_HOLD, STALE_STOPPED):
+            self._hold(cfg, q, t)
+        if arrival != self._seen:
+            self._seen = arrival
+            self._watch(cfg, q, qd, t)
+        return COMMAND[self.mode]
+
+    def commanded(self, cfg, now, holding, failing_since):
+        """After the law: hold or tracking (`holding`: the trajectory's end is reached), or
+        law failure while the law is not finite (`failing_since` [s], None while finite)."""
+        if failing_since is None:
+            self.mode = HOLD if holding else TRACKING
+            return
+        self.mode = LAW_FAILURE
+        if not self._failure_logged:
+            self._failure_logged = True
+            self._log('error', 'control law not finite: gravity hold of the last good '
+                               f'configuration; deactivating if it lasts '
+                               f'{cfg.law_failure_timeout} s')
+        failing = now - failing_since
+        if failing > cfg.law_failure_timeout and not self.deactivate:
+            self._log('error', f'control law not finite for {failing:.3f} s: deactivating')
+            self.deactivate = True
+
+    def refuse(self, reason):
+        """An effort controller of other joints: no command from now on, deactivate."""
+        if self.mode != REFUSED:
+            self._log('error', f'commands stopped, deactivating: {reason}')
+            self.mode, self.deactivate = REFUSED, True
+
+    def finish(self):
+        """The loop stopped with its final command."""
+        self.mode = FINISHED
+
+    def _hold(self, cfg, q, t):
+        """Hold the measured position from t [s] on (activation, return of fresh states)."""
+        self.trajectory = Trajectory.hold(q[cfg.index], t)
+        self.mode, self._stale_since = HOLD, None
+        if not self._commanding:
+            self._commanding = True
+            self._log('info', 'first command: holding the measured position' + self._started())
+
+    def _drop(self, reason):
+        """The reference is dropped: a trajectory or goal running ends, `dropped` says why."""
+        self.dropped = (self.trajectory, reason)
+        self.trajectory = None
+
+    def _watch(self, cfg, q, qd, t):
+        """A new state: overspeed -> braking; braking and at rest -> hold where it is."""
+        speeds = qd.tolist()
+        if self.mode == BRAKING:
+            if all(abs(speeds[i]) < rest for i, rest in zip(self._index, self._rest)):
+                self._log('info', 'at rest after braking: holding the measured position')
+                self._hold(cfg, q, t)
+            return
+        for name, i, limit in zip(self.joints, self._index, self._limits):
+            if abs(speeds[i]) > limit:
+                self.overspeeds += 1
+                self.fault = (f'joint {name!r} at {speeds[i]:.3g} rad/s, beyond its velocity '
+                              f'limit {limit:g} rad/s')
+                self._drop(f'{BRAKING}: {self.fault}')
+                self.mode = BRAKING
+                self._log('error', f'{self.fault}: braking to rest (trajectory dropped), then '
+                                   'holding where it stops')
+                return
+
+    def _stale(self, cfg, now):
+        """No fresh state: the reference dropped, then `stale_policy`."""
+        if self._stale_since is None:
+            self._stale_since = now
+            self._drop(f'stale: no joint state for {cfg.state_timeout} s')
+            self._log('warning', f'joint states stale (> {cfg.state_timeout} s): '
+                                 f'{cfg.stale_policy}')
+        held = now - self._stale_since
+        if cfg.stale_policy == 'hold' or (cfg.stale_policy == 'hold_then_stop'
+                                          and held <= cfg.stale_hold_time):
+            self.mode = STALE_HOLD
+        else:
+            self.mode = STALE_STOPPED
+        return COMMAND[self.mode]

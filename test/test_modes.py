@@ -1,0 +1,284 @@
+"""control/modes.py: the loop's modes, one test per transition (pure Python, no ROS); and the
+brake the braking mode commands (`law.Controller.brake`) against Pinocchio and on MuJoCo.
+
+The machine is driven as the node's loop drives it: `step` once a tick with the tick's start,
+the newest state's arrival and the state, `commanded` after the law. Times are plain numbers
+[s]: no clock, no sleep.
+"""
+from types import SimpleNamespace
+
+from conftest import robot_data_urdf
+import mujoco
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller.control import modes
+from rnea_controller.control.law import BRAKE_RATE, Controller, validate_parameters
+from rnea_controller.sim.node import HOME
+from rnea_controller.sim.plant import Plant
+
+JOINTS = ('a', 'b', 'c')
+LIMITS = np.array([1.0, 2.0, np.inf])  # [rad/s]; 'c' has no velocity limit
+Q = np.array([0.1, -0.2, 0.3, 0.7])  # the model has a 4th joint, not controlled
+REST = np.zeros(4)
+T = 5.0  # [s] trajectory time of the tick
+
+
+def config(**changes):
+    """The ControllerConfig fields the machine reads."""
+    values = dict(index=np.array([0, 1, 2]), state_timeout=0.1, stale_policy='hold_then_stop',
+                  stale_hold_time=1.0, law_failure_timeout=0.5)
+    return SimpleNamespace(**{**values, **changes})
+
+
+class Log(list):
+    def __call__(self, level, text):
+        self.append((level, text))
+
+    def texts(self, level):
+        return [text for lv, text in self if lv == level]
+
+
+def machine(mode=None, cfg=None):
+    """A Modes and its log, taken to `mode` by the transitions that lead there."""
+    log = Log()
+    m = modes.Modes(JOINTS, [0, 1, 2], LIMITS, log=log)
+    cfg = cfg or config()
+    if mode in (modes.HOLD, modes.TRACKING, modes.BRAKING):
+        assert m.step(cfg, 1.0, 1.0, Q, REST, T) == modes.LAW
+        m.commanded(cfg, 1.0, mode == modes.HOLD, None)
+    if mode == modes.BRAKING:
+        assert m.step(cfg, 1.1, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]), T) == modes.BRAKE
+    log.clear()
+    return m, log, cfg
+
+
+def test_without_a_state_it_waits_and_commands_nothing():
+    m, log, cfg = machine()
+    assert m.mode == modes.WAITING
+    assert m.step(cfg, 1.0, None, Q, REST, T) == modes.NOTHING
+    assert m.mode == modes.WAITING and m.trajectory is None
+
+
+def test_waiting_to_hold_at_the_measured_position_on_the_first_fresh_state():
+    m, log, cfg = machine()
+    assert m.step(cfg, 1.0, 0.95, Q, REST, T) == modes.LAW
+    assert m.mode == modes.HOLD
+    np.testing.assert_array_equal(m.trajectory.sample(T + 1.0), [Q[:3], np.zeros(3),
+                                                                  np.zeros(3)])
+    assert log.texts('info') == ['first command: holding the measured position']
+
+
+def test_hold_to_tracking_and_back_by_the_trajectory_s_end():
+    m, log, cfg = machine(modes.HOLD)
+    m.commanded(cfg, 1.0, False, None)
+    assert m.mode == modes.TRACKING
+    m.commanded(cfg, 1.0, True, None)
+    assert m.mode == modes.HOLD
+
+
+def test_waiting_to_stale_gravity_hold_when_the_newest_state_is_old():
+    """A reactivation whose newest state is from before it: g(q_last), as states that stop."""
+    m, log, cfg = machine()
+    assert m.step(cfg, 1.0, 0.5, Q, REST, T) == modes.GRAVITY  # valid but 0.5 s old
+    assert m.mode == modes.STALE_HOLD and m.trajectory is None
+
+
+def test_tracking_to_stale_gravity_hold_drops_the_reference():
+    m, log, cfg = machine(modes.TRACKING)
+    trajectory = m.trajectory
+    assert m.step(cfg, 1.2, 1.0, Q, REST, T) == modes.GRAVITY  # 0.2 s > state_timeout
+    assert m.mode == modes.STALE_HOLD and m.trajectory is None
+    assert m.dropped[0] is trajectory and m.dropped[1].startswith('stale')
+    assert log.texts('warning') == ['joint states stale (> 0.1 s): hold_then_stop']
+    m.step(cfg, 1.3, 1.0, Q, REST, T)
+    assert len(log) == 1  # said once
+
+
+def test_stale_gravity_hold_to_stopped_after_the_hold_time():
+    m, log, cfg = machine(modes.HOLD)
+    m.step(cfg, 1.2, 1.0, Q, REST, T)
+    assert m.step(cfg, 2.19, 1.0, Q, REST, T) == modes.GRAVITY  # 0.99 s held: still holding
+    assert m.step(cfg, 2.21, 1.0, Q, REST, T) == modes.NOTHING
+    assert m.mode == modes.STALE_STOPPED
+
+
+@pytest.mark.parametrize('policy, mode', [('stop', modes.STALE_STOPPED),
+                                          ('hold', modes.STALE_HOLD)])
+def test_the_stale_policy_stop_stops_at_once_and_hold_holds_forever(policy, mode):
+    m, log, cfg = machine(modes.HOLD, config(stale_policy=policy))
+    m.step(cfg, 1.2, 1.0, Q, REST, T)
+    assert m.mode == mode
+    m.step(cfg, 100.0, 1.0, Q, REST, T)
+    assert m.mode == mode
+
+
+@pytest.mark.parametrize('stale_mode_time', [1.2, 3.0])  # gravity hold, stopped
+def test_stale_to_hold_where_the_arm_is_when_fresh_states_return(stale_mode_time):
+    m, log, cfg = machine(modes.TRACKING)
+    m.step(cfg, stale_mode_time, 1.0, Q, REST, T)
+    q = Q + 0.5
+    assert m.step(cfg, stale_mode_time + 0.1, stale_mode_time + 0.05, q, REST, T) == modes.LAW
+    assert m.mode == modes.HOLD
+    np.testing.assert_array_equal(m.trajectory.sample(T)[0], q[:3])
+    assert 'first command' not in str(log)  # said once an activation
+
+
+@pytest.mark.parametrize('start', [modes.HOLD, modes.TRACKING])
+def test_a_joint_beyond_its_velocity_limit_brakes_and_drops_the_reference(start):
+    m, log, cfg = machine(start)
+    trajectory = m.trajectory
+    qd = np.array([0.5, -2.5, 100.0, 50.0])  # 'b' beyond 2 rad/s; 'c' has no limit; the 4th
+    assert m.step(cfg, 1.1, 1.1, Q, qd, T) == modes.BRAKE  # joint is not controlled
+    assert m.mode == modes.BRAKING and m.trajectory is None
+    assert m.fault == "joint 'b' at -2.5 rad/s, beyond its velocity limit 2 rad/s"
+    assert m.dropped == (trajectory, f'braking: overspeed: {m.fault}')
+    assert m.overspeeds == 1
+    (error,) = log.texts('error')
+    assert error.startswith("joint 'b' at -2.5 rad/s, beyond its velocity limit 2 rad/s: braking")
+
+
+def test_speeds_within_the_limits_or_of_joints_without_one_are_no_fault():
+    m, log, cfg = machine(modes.TRACKING)
+    assert m.step(cfg, 1.1, 1.1, Q, np.array([1.0, -2.0, 1e3, 1e3]), T) == modes.LAW
+    assert m.mode == modes.TRACKING and m.overspeeds == 0 and not log
+
+
+def test_law_failure_to_braking_on_overspeed():
+    m, log, cfg = machine(modes.TRACKING)
+    m.commanded(cfg, 1.0, False, 0.9)
+    assert m.mode == modes.LAW_FAILURE
+    assert m.step(cfg, 1.1, 1.1, Q, np.array([1.5, 0.0, 0.0, 0.0]), T) == modes.BRAKE
+
+
+def test_braking_goes_on_while_a_joint_moves_even_below_its_limit():
+    m, log, cfg = machine(modes.BRAKING)
+    for k, speed in enumerate([1.9, 0.5, 0.11]):  # 'b': rest below 0.05 x 2 = 0.1 rad/s
+        qd = np.array([0.0, speed, 0.0, 0.0])
+        assert m.step(cfg, 1.2 + k * 1e-3, 1.2 + k * 1e-3, Q, qd, T) == modes.BRAKE
+    assert m.mode == modes.BRAKING and m.overspeeds == 1
+
+
+def test_braking_to_hold_at_the_measured_position_once_every_joint_is_at_rest():
+    m, log, cfg = machine(modes.BRAKING)
+    q = Q + 0.25
+    qd = np.array([0.049, -0.099, 0.099, 7.0])  # each below its rest speed; the 4th no matter
+    assert m.step(cfg, 1.3, 1.3, q, qd, T) == modes.LAW
+    assert m.mode == modes.HOLD
+    np.testing.assert_array_equal(m.trajectory.sample(T + 1.0)[0], q[:3])
+    assert log.texts('info') == ['at rest after braking: holding the measured position']
+    assert m.fault is not None  # the last overspeed stays on record
+
+
+def test_braking_to_stale_when_states_stop_coming():
+    m, log, cfg = machine(modes.BRAKING)
+    assert m.step(cfg, 1.3, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]), T) == modes.GRAVITY
+    assert m.mode == modes.STALE_HOLD
+
+
+def test_the_same_state_is_watched_once():
+    """The overspeed check runs on each new state (its arrival), not on every tick."""
+    m, log, cfg = machine(modes.HOLD)
+    m.step(cfg, 1.1, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]), T)
+    m.step(cfg, 1.2, 1.2, Q, REST, T)  # at rest: hold
+    assert m.step(cfg, 1.201, 1.2, Q, np.array([0.0, 3.0, 0.0, 0.0]), T) == modes.LAW
+    assert m.mode == modes.HOLD and m.overspeeds == 1
+
+
+def test_hold_to_law_failure_then_deactivate_after_the_timeout():
+    m, log, cfg = machine(modes.HOLD)
+    m.commanded(cfg, 1.0, True, 1.0)
+    assert m.mode == modes.LAW_FAILURE and not m.deactivate
+    m.commanded(cfg, 1.4, True, 1.0)
+    assert not m.deactivate
+    m.commanded(cfg, 1.51, True, 1.0)
+    assert m.deactivate
+    errors = log.texts('error')
+    assert errors[0].startswith('control law not finite: gravity hold')
+    assert errors[1] == 'control law not finite for 0.510 s: deactivating' and len(errors) == 2
+
+
+def test_law_failure_to_hold_when_the_law_is_finite_again():
+    m, log, cfg = machine(modes.HOLD)
+    m.commanded(cfg, 1.0, True, 1.0)
+    m.commanded(cfg, 1.1, True, None)
+    assert m.mode == modes.HOLD
+
+
+@pytest.mark.parametrize('start', [modes.WAITING, modes.TRACKING, modes.BRAKING])
+def test_refused_is_final_and_asks_to_deactivate(start):
+    m, log, cfg = machine(start)
+    m.refuse("effort controller commands ['x']")
+    assert m.mode == modes.REFUSED and m.deactivate
+    assert log.texts('error') == ["commands stopped, deactivating: effort controller commands "
+                                  "['x']"]
+    assert m.step(cfg, 2.0, 2.0, Q, REST, T) == modes.NOTHING and m.mode == modes.REFUSED
+
+
+def test_finished_is_final():
+    m, log, cfg = machine(modes.TRACKING)
+    m.finish()
+    assert m.step(cfg, 2.0, 2.0, Q, REST, T) == modes.NOTHING and m.mode == modes.FINISHED
+
+
+def test_every_mode_has_a_command():
+    names = [v for k, v in vars(modes).items() if k.isupper() and isinstance(v, str)
+             and v not in (modes.LAW, modes.BRAKE, modes.GRAVITY, modes.NOTHING)]
+    assert set(names) == set(modes.COMMAND)
+
+
+# --- the brake (law.Controller.brake) ------------------------------------------------------
+
+URDF = default_urdf_path().read_text()
+MODEL = RobotModel.from_urdf_string(URDF)
+
+
+@pytest.mark.parametrize('compensates', [False, True])
+def test_the_brake_is_pinocchio_s_m_times_a_plus_gravity(compensates):
+    """tau = M(q) (-BRAKE_RATE qd) + g(q) (minus g if the robot compensates gravity), clamped:
+    Pinocchio's crba and gravity on the Panda (fingers not controlled: no braking there)."""
+    path = robot_data_urdf('panda_description/urdf/panda.urdf')
+    model = RobotModel.from_urdf_file(path)
+    pin_model = pin.buildModelFromUrdf(str(path))
+    data = pin_model.createData()
+    cfg = validate_parameters({'robot_compensates_gravity': compensates}, model)
+    controller, rng = Controller(cfg), np.random.default_rng(3)
+    for _ in range(10):
+        q = rng.uniform(-1.0, 1.0, model.n)
+        qd = rng.normal(0.0, 3.0, model.n)
+        tau = controller.brake(cfg, q, qd).copy()
+        M = pin.crba(pin_model, data, q)
+        M = np.triu(M) + np.triu(M, 1).T
+        a = np.zeros(model.n)
+        a[cfg.index] = -BRAKE_RATE * qd[cfg.index]
+        g = pin.computeGeneralizedGravity(pin_model, data, q)
+        expected = (M @ a + (0.0 if compensates else g))[cfg.index]
+        np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits,
+                                                cfg.effort_limits), atol=1e-9)
+
+
+@pytest.mark.parametrize('delay', [0, 5])  # [ticks] of the state the brake is computed from
+def test_the_brake_brings_a_spinning_arm_to_rest_on_mujoco(delay):
+    """Every joint at 1.5 x its velocity limit (the wrists at 3x), braked at 1 kHz from the
+    state `delay` ms old, on the MuJoCo arm (not our RNEA): its energy T + V (MuJoCo's) falls
+    at every step, though a joint may speed up as the coupling hands it energy; every joint is
+    at rest (5 % of its limit) within 0.25 s; every command within the effort limits.
+    Measured: at rest after 0.163 s (0.151 s with the delay), 57.2 J of 134.8 J left after
+    0.4 s (the potential energy of where the arm stops)."""
+    cfg = validate_parameters({}, MODEL)
+    controller, plant = Controller(cfg), Plant(URDF)
+    plant.reset(HOME, np.pi * np.array([1.5, 1.5, 1.5, 3.0, 3.0, 3.0]))
+    past, energy, speeds = [], [], []
+    for _ in range(250):
+        mujoco.mj_energyPos(plant.model, plant.data)
+        mujoco.mj_energyVel(plant.model, plant.data)
+        energy.append(plant.data.energy.sum())
+        past.append((plant.q, plant.qd))
+        tau = controller.brake(cfg, *past[max(0, len(past) - 1 - delay)]).copy()
+        assert np.all(np.abs(tau) <= cfg.effort_limits)
+        plant.step(tau)
+        speeds.append(np.abs(plant.qd))
+    assert np.all(np.diff(energy) < 0.0), np.diff(energy).max()
+    assert np.all(speeds[-1] < 0.05 * MODEL.velocity_limits), speeds[-1]
