@@ -102,3 +102,71 @@ def test_a_velocity_beyond_twice_its_limit_is_refused_and_counted():
         state.take(message(Q, [0.5, -4.5, 0.5]))
     np.testing.assert_array_equal(state.qd, [0.5, 0.5, 0.5])
     assert state.jumps == 1
+
+
+def continue_stream(state, q, qd, stamp_ns, steps, accel=0.0):
+    """`steps` states moving at qd (+ accel [rad/s²]) from q, each stamped by the real time
+    since the previous one's arrival (so the stamps agree with the arrivals, as a driver's
+    do); returns (q, qd, stamp_ns) of the last."""
+    for _ in range(steps):
+        time.sleep(0.001)
+        dt = time.perf_counter() - state.time
+        q = q + (qd + 0.5 * accel * dt) * dt
+        qd = qd + accel * dt
+        stamp_ns += round(dt * 1e9)
+        state.take(message(q, qd, stamp_ns))
+    return q, qd, stamp_ns
+
+
+def test_a_fast_state_continuous_with_the_stream_is_taken():
+    """Issue 29: beyond twice the limit (j2 at 3x, accelerating at 1000 rad/s², as a push
+    drives it) but the positions move as the velocities say over the stamps' interval: a fact,
+    taken and counted in `fast`, not refused."""
+    state = active_input()
+    stamp_ns = time.time_ns()
+    qd = np.array([0.0, 1.9 * VMAX[1], 0.0])  # within the quick bounds
+    state.take(message(Q, qd, stamp_ns))
+    q, qd, _ = continue_stream(state, Q, qd, stamp_ns, 20, np.array([0.0, 1000.0, 0.0]))
+    np.testing.assert_array_equal(state.q, q)
+    assert state.qd[1] > 3 * VMAX[1] and state.fast >= 5 and state.jumps == 0
+
+
+def test_a_burst_of_fast_states_is_taken_by_their_stamps():
+    """Two states of a fast stream arriving together (a stall, then a burst): the positions
+    moved further than the limits allow since the previous arrival, but as the velocities say
+    over the stamps' 3 ms interval."""
+    state = active_input()
+    qd = np.array([1.5, 0.0, 0.0])  # 1.5 x j1's limit
+    stamp_ns = time.time_ns()
+    state.take(message(Q, qd, stamp_ns))
+    time.sleep(0.003)
+    state.take(message(Q + qd * 3e-3, qd, stamp_ns + 3_000_000))
+    state.take(message(Q + qd * 6e-3, qd, stamp_ns + 6_000_000))  # 0 ms after: 3 ms of motion
+    np.testing.assert_array_equal(state.q, Q + qd * 6e-3)
+    assert state.fast >= 1 and state.jumps == 0
+
+
+@pytest.mark.parametrize('case', ['opposite', 'still', 'stamps disagree', 'no stamps',
+                                  'first state'])
+def test_a_fast_state_its_positions_contradict_is_refused(case):
+    """The velocity field of a hostile or broken publisher: positions moving the other way,
+    not at all, stamps whose interval the arrivals contradict (10 ms more), none; or a fast
+    state with no fresh state before it. Refused, counted, nothing written."""
+    state = active_input()
+    previous, v = np.array([0.0, 1.9 * VMAX[1], 0.0]), np.array([0.0, 3.0 * VMAX[1], 0.0])
+    stamp_ns = time.time_ns()
+    state.take(message(Q, previous, stamp_ns))
+    time.sleep(0.002)
+    dt = time.perf_counter() - state.time
+    shown = 0.5 * (previous + v) * dt  # what the velocities say
+    moved = {'opposite': -shown, 'still': 0.0 * v}.get(case, shown)
+    stamp = {'stamps disagree': stamp_ns + round((dt + 0.011) * 1e9), 'no stamps': 0}.get(
+        case, stamp_ns + round(dt * 1e9))
+    if case == 'first state':
+        time.sleep(state.fresh_for)
+    before = state.q.copy()
+    with pytest.raises(ValueError, match=r"joint 'j2' velocity 6 rad/s is beyond 2 x its "
+                                         r'limit 2 rad/s, and its positions do not show'):
+        state.take(message(Q + moved, v, stamp))
+    np.testing.assert_array_equal(state.q, before)
+    assert state.jumps == 1 and state.fast == 0

@@ -180,4 +180,10 @@ class ControlLoop:
         self.outputs.reference(ref, self.controller.feedforward, ref_ns)
 
     def _log(self, level, text):
-        getattr(self.logger, level)(text)
+        """The machine's events in the node's log (rclpy wants one severity per call site)."""
+        if level == 'error':
+            self.logger.error(text)
+        elif level == 'warning':
+            self.logger.warning(text)
+        else:
+            self.logger.info(text)
