@@ -41,6 +41,10 @@ arrays of the configured model, gains, limits, friction) and `LawWork` (prealloc
 outputs and the limiter's memory), each a numba structref: made once per configuration
 (resp. controller) and passed to the compiled code as one pointer.
 
+The brake (issue 29; the loop's braking mode, control/modes.py): `Controller.brake` =
+RNEA(q, 0, -BRAKE_RATE qd) = M(q)(-BRAKE_RATE qd) + g(q) at the measured state, damping toward
+rest through the model's inertia plus gravity, with the same limits and fallback.
+
 Parameters: `validate_parameters(values, model)` checks each value against the one table
 (control/parameters.py) and the model-dependent rules here, and returns an immutable
 `ControllerConfig`; the node swaps the whole config at the start of a tick.

@@ -1,0 +1,173 @@
+"""Overspeed is a fault answered while watching (issue 29): the real node over DDS, the MuJoCo
+arm of `rnea-sim` pushed beyond a joint's velocity limit.
+
+The simulator (1 kHz states with velocities) pushes wrist_1 with 11 N·m for 15 ms, 4 s after
+the first command (`push.*`: a generalized force of the world, added after the drive's effort
+clamp): it spins to ~3 x its limit (~10 rad/s; its inertia with the arm free is ~0.02 kg·m²,
+the hold's feedback a fraction of a N·m there), a speed at which the node refused every state
+before. An action goal is running meanwhile. Oracles: the simulator's own joint states
+(MuJoCo's), the node's /diagnostics and log, the action's result. state_timeout is 1 s (its
+largest value): a loaded host stalls the simulator for a few hundred ms now and then, which
+the node rightly calls stale; the test is about states that keep coming.
+"""
+import threading
+import time
+
+from conftest import console_script, Processes, wait_for
+from control_msgs.action import FollowJointTrajectory
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+import numpy as np
+import pytest
+import rclpy
+from rclpy.action import ActionClient
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from test_action import goal_of, move
+
+from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller.ros.realtime import BackgroundSpinner
+from rnea_controller.sim.node import HOME
+
+pytestmark = pytest.mark.integration
+
+NS = '/pushed'
+JOINT = 'wrist_1_joint'
+MODEL = RobotModel.from_urdf_file(default_urdf_path())
+J = MODEL.joint_names.index(JOINT)
+VMAX = MODEL.velocity_limits[J]  # [rad/s] pi
+STATUS = 'rnea_controller: control loop'
+
+
+class Probe:
+    """This process's node: the simulator's joint states (stamp, q, qd, the effort it applies:
+    the last command), the commands, the controller's /diagnostics statuses, an action
+    client."""
+
+    def __init__(self):
+        rclpy.init()
+        self.node = rclpy.create_node('overspeed_probe')
+        self.lock = threading.Lock()
+        self.states, self.commands, self.statuses = [], [], []
+        self.node.create_subscription(JointState, f'{NS}/joint_states', self._on_state, 10_000)
+        self.node.create_subscription(Float64MultiArray, f'{NS}/effort_controller/commands',
+                                      self._on_command, 10_000)
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 100)
+        self.action = ActionClient(self.node, FollowJointTrajectory,
+                                   f'{NS}/rnea_controller/follow_joint_trajectory')
+        self.spinner = BackgroundSpinner(self.node, 'test client', 'events', 0.05)
+
+    def _on_state(self, msg):
+        with self.lock:
+            self.states.append((msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
+                                np.array(msg.position), np.array(msg.velocity),
+                                np.array(msg.effort)))
+
+    def _on_command(self, msg):
+        with self.lock:
+            self.commands.append(np.array(msg.data))
+
+    def _on_diagnostics(self, msg):
+        with self.lock:
+            self.statuses += [s for s in msg.status if s.name == STATUS]
+
+    def status(self, key):
+        """The newest status's value of `key` (None before any status)."""
+        with self.lock:
+            status = self.statuses[-1] if self.statuses else None
+        return None if status is None else {kv.key: kv.value for kv in status.values}[key]
+
+    def speeds(self):
+        """(stamps [s], |qd| of the pushed joint [rad/s]) of the states so far."""
+        with self.lock:
+            states = list(self.states)
+        return np.array([s[0] for s in states]), np.array([abs(s[2][J]) for s in states])
+
+    def close(self):
+        self.spinner.stop()
+        self.action.destroy()
+        self.node.destroy_node()
+        rclpy.shutdown()
+
+
+@pytest.fixture
+def pushed(tmp_path):
+    procs = Processes(tmp_path)
+    sim = procs.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={NS}',
+                       '-p', f'push.joint:={JOINT}', '-p', 'push.torque:=11.0',
+                       '-p', 'push.start:=4.0', '-p', 'push.duration:=0.015'])
+    controller = procs.start([console_script('rnea-controller'), '--ros-args', '-r',
+                              f'__ns:={NS}', '-p', 'state_timeout:=1.0'])
+    probe = Probe()
+    try:
+        yield probe, procs, sim, controller
+    finally:
+        probe.close()
+        procs.close()
+
+
+def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushed):
+    probe, procs, sim, controller = pushed
+    assert wait_for(lambda: probe.status('mode') == 'hold', 60.0), procs.output(controller)
+    assert probe.action.wait_for_server(timeout_sec=20.0)
+    future = probe.action.send_goal_async(goal_of(move(np.array(HOME), np.full(6, 0.1), 20.0)))
+    assert wait_for(future.done, 10.0) and future.result().accepted
+    result = future.result().get_result_async()
+    before = {key: int(probe.status(key)) for key in ('rejected joint_states',
+                                                      'joint state jumps', 'fast states taken')}
+    assert before['fast states taken'] == 0
+    assert wait_for(lambda: np.any(probe.speeds()[1] > VMAX), 30.0), procs.output(sim)
+    assert 'braking' not in str(before) and 'push of 11' in procs.output(sim)
+    # braked to rest, then a hold where it stopped (the status at once when braking ends)
+    assert wait_for(lambda: 'at rest after braking' in procs.output(controller), 10.0), (
+        procs.output(controller))
+    assert wait_for(lambda: probe.status('mode') == 'hold', 5.0)
+    time.sleep(1.0)
+    log = procs.output(controller)
+    stamps, speeds = probe.speeds()
+    peak = int(np.argmax(speeds))
+    assert speeds[peak] > 2.0 * VMAX, speeds[peak]  # the push made the case: refused before
+
+    # every state taken: none refused, the fast ones shown by their positions
+    after = {key: int(probe.status(key)) for key in before}
+    assert after['rejected joint_states'] == before['rejected joint_states'], log
+    assert after['joint state jumps'] == before['joint state jumps'], log
+    assert after['fast states taken'] > 0
+    assert 'refused' not in log
+
+    # the fault named: ERROR in the log and on /diagnostics, the goal aborted with the reason
+    assert f"joint '{JOINT}' at " in log and 'beyond its velocity limit 3.14159 rad/s: braking' \
+        in log
+    with probe.lock:
+        errors = [s.message for s in probe.statuses if s.level == DiagnosticStatus.ERROR]
+    assert any(m.startswith(f"braking: overspeed: joint '{JOINT}' at ") for m in errors), errors
+    assert probe.status('overspeeds') == '1'
+    assert wait_for(result.done, 5.0)
+    outcome = result.result().result
+    assert outcome.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+    assert outcome.error_string.startswith('Aborted: the controller dropped the trajectory '
+                                           f"(braking: overspeed: joint '{JOINT}' at ")
+
+    # never blind, never silent while it moved: no stale state, and a new command (the brake
+    # of each new state) reached the arm within every 0.1 s of its motion, by the simulator's
+    # clock: the effort it applies changed
+    assert 'stale' not in log
+    with probe.lock:
+        moving = [(t, e[J]) for t, _, qd, e in probe.states if abs(qd[J]) > 0.05 * VMAX]
+        taus = np.array(probe.commands)
+    assert np.all(np.abs(taus) <= MODEL.effort_limits)
+    changes = [t for (t, e), (_, e_prev) in zip(moving[1:], moving) if e != e_prev]
+    assert changes and np.diff([moving[0][0], *changes, moving[-1][0]]).max() < 0.1
+
+    # the brake: once the push is over (the peak), the speed falls and stays under 1.5 x the
+    # limit once it is there; at rest at the end, and held still
+    below = peak + int(np.argmax(speeds[peak:] < 1.5 * VMAX))
+    assert np.all(speeds[below:] < 1.5 * VMAX)
+    with probe.lock:
+        last = [q[J] for t, q, *_ in probe.states if t > stamps[-1] - 0.5]
+    assert speeds[-1] < 0.05 * VMAX and np.ptp(last) < 1e-3, (speeds[-1], np.ptp(last))
+    assert controller.poll() is None and sim.poll() is None
+    over = stamps[speeds > VMAX]
+    rest = stamps[(stamps > over[0]) & (speeds < 0.05 * VMAX)]
+    print(f'peak {speeds[peak] / VMAX:.2f} x the limit; beyond it {over[-1] - over[0]:.3f} s; '
+          f'at rest {rest[0] - over[0]:.3f} s after crossing it; '
+          f'{after["fast states taken"]} fast states taken')
