@@ -23,7 +23,7 @@ JOINTS = ('a', 'b', 'c')
 LIMITS = np.array([1.0, 2.0, np.inf])  # [rad/s]; 'c' has no velocity limit
 Q = np.array([0.1, -0.2, 0.3, 0.7])  # the model has a 4th joint, not controlled
 REST = np.zeros(4)
-T = 5.0  # [s] trajectory time of the tick
+T = 5.0  # [s] trajectory time now (the machine's clock)
 
 
 def config(**changes):
@@ -44,13 +44,13 @@ class Log(list):
 def machine(mode=None, cfg=None):
     """A Modes and its log, taken to `mode` by the transitions that lead there."""
     log = Log()
-    m = modes.Modes(JOINTS, [0, 1, 2], LIMITS, log=log)
+    m = modes.Modes(JOINTS, [0, 1, 2], LIMITS, clock=lambda: T, log=log)
     cfg = cfg or config()
     if mode in (modes.HOLD, modes.TRACKING, modes.BRAKING):
-        assert m.step(cfg, 1.0, 1.0, Q, REST, T) == modes.LAW
+        assert m.step(cfg, 1.0, 1.0, Q, REST) == modes.LAW
         m.commanded(cfg, 1.0, mode == modes.HOLD, None)
     if mode == modes.BRAKING:
-        assert m.step(cfg, 1.1, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]), T) == modes.BRAKE
+        assert m.step(cfg, 1.1, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0])) == modes.BRAKE
     log.clear()
     return m, log, cfg
 
@@ -58,13 +58,13 @@ def machine(mode=None, cfg=None):
 def test_without_a_state_it_waits_and_commands_nothing():
     m, log, cfg = machine()
     assert m.mode == modes.WAITING
-    assert m.step(cfg, 1.0, None, Q, REST, T) == modes.NOTHING
+    assert m.step(cfg, 1.0, None, Q, REST) == modes.NOTHING
     assert m.mode == modes.WAITING and m.trajectory is None
 
 
 def test_waiting_to_hold_at_the_measured_position_on_the_first_fresh_state():
     m, log, cfg = machine()
-    assert m.step(cfg, 1.0, 0.95, Q, REST, T) == modes.LAW
+    assert m.step(cfg, 1.0, 0.95, Q, REST) == modes.LAW
     assert m.mode == modes.HOLD
     np.testing.assert_array_equal(m.trajectory.sample(T + 1.0), [Q[:3], np.zeros(3),
                                                                   np.zeros(3)])
@@ -82,26 +82,26 @@ def test_hold_to_tracking_and_back_by_the_trajectory_s_end():
 def test_waiting_to_stale_gravity_hold_when_the_newest_state_is_old():
     """A reactivation whose newest state is from before it: g(q_last), as states that stop."""
     m, log, cfg = machine()
-    assert m.step(cfg, 1.0, 0.5, Q, REST, T) == modes.GRAVITY  # valid but 0.5 s old
+    assert m.step(cfg, 1.0, 0.5, Q, REST) == modes.GRAVITY  # valid but 0.5 s old
     assert m.mode == modes.STALE_HOLD and m.trajectory is None
 
 
 def test_tracking_to_stale_gravity_hold_drops_the_reference():
     m, log, cfg = machine(modes.TRACKING)
     trajectory = m.trajectory
-    assert m.step(cfg, 1.2, 1.0, Q, REST, T) == modes.GRAVITY  # 0.2 s > state_timeout
+    assert m.step(cfg, 1.2, 1.0, Q, REST) == modes.GRAVITY  # 0.2 s > state_timeout
     assert m.mode == modes.STALE_HOLD and m.trajectory is None
     assert m.dropped[0] is trajectory and m.dropped[1].startswith('stale')
     assert log.texts('warning') == ['joint states stale (> 0.1 s): hold_then_stop']
-    m.step(cfg, 1.3, 1.0, Q, REST, T)
+    m.step(cfg, 1.3, 1.0, Q, REST)
     assert len(log) == 1  # said once
 
 
 def test_stale_gravity_hold_to_stopped_after_the_hold_time():
     m, log, cfg = machine(modes.HOLD)
-    m.step(cfg, 1.2, 1.0, Q, REST, T)
-    assert m.step(cfg, 2.19, 1.0, Q, REST, T) == modes.GRAVITY  # 0.99 s held: still holding
-    assert m.step(cfg, 2.21, 1.0, Q, REST, T) == modes.NOTHING
+    m.step(cfg, 1.2, 1.0, Q, REST)
+    assert m.step(cfg, 2.19, 1.0, Q, REST) == modes.GRAVITY  # 0.99 s held: still holding
+    assert m.step(cfg, 2.21, 1.0, Q, REST) == modes.NOTHING
     assert m.mode == modes.STALE_STOPPED
 
 
@@ -109,18 +109,18 @@ def test_stale_gravity_hold_to_stopped_after_the_hold_time():
                                           ('hold', modes.STALE_HOLD)])
 def test_the_stale_policy_stop_stops_at_once_and_hold_holds_forever(policy, mode):
     m, log, cfg = machine(modes.HOLD, config(stale_policy=policy))
-    m.step(cfg, 1.2, 1.0, Q, REST, T)
+    m.step(cfg, 1.2, 1.0, Q, REST)
     assert m.mode == mode
-    m.step(cfg, 100.0, 1.0, Q, REST, T)
+    m.step(cfg, 100.0, 1.0, Q, REST)
     assert m.mode == mode
 
 
 @pytest.mark.parametrize('stale_mode_time', [1.2, 3.0])  # gravity hold, stopped
 def test_stale_to_hold_where_the_arm_is_when_fresh_states_return(stale_mode_time):
     m, log, cfg = machine(modes.TRACKING)
-    m.step(cfg, stale_mode_time, 1.0, Q, REST, T)
+    m.step(cfg, stale_mode_time, 1.0, Q, REST)
     q = Q + 0.5
-    assert m.step(cfg, stale_mode_time + 0.1, stale_mode_time + 0.05, q, REST, T) == modes.LAW
+    assert m.step(cfg, stale_mode_time + 0.1, stale_mode_time + 0.05, q, REST) == modes.LAW
     assert m.mode == modes.HOLD
     np.testing.assert_array_equal(m.trajectory.sample(T)[0], q[:3])
     assert 'first command' not in str(log)  # said once an activation
@@ -131,7 +131,7 @@ def test_a_joint_beyond_its_velocity_limit_brakes_and_drops_the_reference(start)
     m, log, cfg = machine(start)
     trajectory = m.trajectory
     qd = np.array([0.5, -2.5, 100.0, 50.0])  # 'b' beyond 2 rad/s; 'c' has no limit; the 4th
-    assert m.step(cfg, 1.1, 1.1, Q, qd, T) == modes.BRAKE  # joint is not controlled
+    assert m.step(cfg, 1.1, 1.1, Q, qd) == modes.BRAKE  # joint is not controlled
     assert m.mode == modes.BRAKING and m.trajectory is None
     assert m.fault == "joint 'b' at -2.5 rad/s, beyond its velocity limit 2 rad/s"
     assert m.dropped == (trajectory, f'braking: overspeed: {m.fault}')
@@ -142,7 +142,7 @@ def test_a_joint_beyond_its_velocity_limit_brakes_and_drops_the_reference(start)
 
 def test_speeds_within_the_limits_or_of_joints_without_one_are_no_fault():
     m, log, cfg = machine(modes.TRACKING)
-    assert m.step(cfg, 1.1, 1.1, Q, np.array([1.0, -2.0, 1e3, 1e3]), T) == modes.LAW
+    assert m.step(cfg, 1.1, 1.1, Q, np.array([1.0, -2.0, 1e3, 1e3])) == modes.LAW
     assert m.mode == modes.TRACKING and m.overspeeds == 0 and not log
 
 
@@ -150,14 +150,14 @@ def test_law_failure_to_braking_on_overspeed():
     m, log, cfg = machine(modes.TRACKING)
     m.commanded(cfg, 1.0, False, 0.9)
     assert m.mode == modes.LAW_FAILURE
-    assert m.step(cfg, 1.1, 1.1, Q, np.array([1.5, 0.0, 0.0, 0.0]), T) == modes.BRAKE
+    assert m.step(cfg, 1.1, 1.1, Q, np.array([1.5, 0.0, 0.0, 0.0])) == modes.BRAKE
 
 
 def test_braking_goes_on_while_a_joint_moves_even_below_its_limit():
     m, log, cfg = machine(modes.BRAKING)
     for k, speed in enumerate([1.9, 0.5, 0.11]):  # 'b': rest below 0.05 x 2 = 0.1 rad/s
         qd = np.array([0.0, speed, 0.0, 0.0])
-        assert m.step(cfg, 1.2 + k * 1e-3, 1.2 + k * 1e-3, Q, qd, T) == modes.BRAKE
+        assert m.step(cfg, 1.2 + k * 1e-3, 1.2 + k * 1e-3, Q, qd) == modes.BRAKE
     assert m.mode == modes.BRAKING and m.overspeeds == 1
 
 
@@ -165,7 +165,7 @@ def test_braking_to_hold_at_the_measured_position_once_every_joint_is_at_rest():
     m, log, cfg = machine(modes.BRAKING)
     q = Q + 0.25
     qd = np.array([0.049, -0.099, 0.099, 7.0])  # each below its rest speed; the 4th no matter
-    assert m.step(cfg, 1.3, 1.3, q, qd, T) == modes.LAW
+    assert m.step(cfg, 1.3, 1.3, q, qd) == modes.LAW
     assert m.mode == modes.HOLD
     np.testing.assert_array_equal(m.trajectory.sample(T + 1.0)[0], q[:3])
     assert log.texts('info') == ['at rest after braking: holding the measured position']
@@ -174,16 +174,16 @@ def test_braking_to_hold_at_the_measured_position_once_every_joint_is_at_rest():
 
 def test_braking_to_stale_when_states_stop_coming():
     m, log, cfg = machine(modes.BRAKING)
-    assert m.step(cfg, 1.3, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]), T) == modes.GRAVITY
+    assert m.step(cfg, 1.3, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0])) == modes.GRAVITY
     assert m.mode == modes.STALE_HOLD
 
 
 def test_the_same_state_is_watched_once():
     """The overspeed check runs on each new state (its arrival), not on every tick."""
     m, log, cfg = machine(modes.HOLD)
-    m.step(cfg, 1.1, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]), T)
-    m.step(cfg, 1.2, 1.2, Q, REST, T)  # at rest: hold
-    assert m.step(cfg, 1.201, 1.2, Q, np.array([0.0, 3.0, 0.0, 0.0]), T) == modes.LAW
+    m.step(cfg, 1.1, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0]))
+    m.step(cfg, 1.2, 1.2, Q, REST)  # at rest: hold
+    assert m.step(cfg, 1.201, 1.2, Q, np.array([0.0, 3.0, 0.0, 0.0])) == modes.LAW
     assert m.mode == modes.HOLD and m.overspeeds == 1
 
 
@@ -214,13 +214,13 @@ def test_refused_is_final_and_asks_to_deactivate(start):
     assert m.mode == modes.REFUSED and m.deactivate
     assert log.texts('error') == ["commands stopped, deactivating: effort controller commands "
                                   "['x']"]
-    assert m.step(cfg, 2.0, 2.0, Q, REST, T) == modes.NOTHING and m.mode == modes.REFUSED
+    assert m.step(cfg, 2.0, 2.0, Q, REST) == modes.NOTHING and m.mode == modes.REFUSED
 
 
 def test_finished_is_final():
     m, log, cfg = machine(modes.TRACKING)
     m.finish()
-    assert m.step(cfg, 2.0, 2.0, Q, REST, T) == modes.NOTHING and m.mode == modes.FINISHED
+    assert m.step(cfg, 2.0, 2.0, Q, REST) == modes.NOTHING and m.mode == modes.FINISHED
 
 
 def test_every_mode_has_a_command():

@@ -62,19 +62,22 @@ class Modes:
     """The loop's mode, its reference `trajectory` and the transitions between them.
 
     velocity_limits [rad/s]: of the controlled joints `joints` (inf where absent), at model
-    `index`. `log(level, text)` gets the events; `started()` a note for the first command's
-    line. Read: `mode`, `trajectory` (None while dropped), `fault` (the last overspeed, text),
-    `overspeeds` (their count), `dropped` ((trajectory, reason) of the last reference
-    dropped), `deactivate` (the node should deactivate).
+    `index`. `clock()` is the trajectory time now [s] (a new hold starts there); `log(level,
+    text)` gets the events; `started()` a note for the first command's line. Read: `mode`,
+    `trajectory` (None while dropped), `fault` (the last overspeed, text), `overspeeds`
+    (their count), `dropped` ((trajectory, reason) of the last reference dropped),
+    `deactivate` (the node should deactivate).
     """
 
-    def __init__(self, joints, index, velocity_limits, log=_quiet, started=lambda: ''):
+    def __init__(self, joints, index, velocity_limits, clock, log=_quiet,
+                 started=lambda: ''):
         self.joints = tuple(joints)
         self._index = [int(i) for i in index]
         self._limits = [float(v) for v in velocity_limits]
         self._rest = [REST_FRACTION * v if math.isfinite(v) else REST_SPEED
                       for v in self._limits]
-        self._log, self._started = log, started
+        self._slowest = min(self._limits, default=math.inf)  # below it: no joint is over
+        self._clock, self._log, self._started = clock, log, started
         self.mode = WAITING
         self.trajectory = None
         self.fault, self.overspeeds, self.dropped = None, 0, None
@@ -83,12 +86,12 @@ class Modes:
         self._seen = None  # the arrival time of the last state watched for overspeed
         self._commanding = self._failure_logged = False
 
-    def step(self, cfg, now, arrival, q, qd, t):
+    def step(self, cfg, now, arrival, q, qd):
         """The mode of this tick, and the command it gets (`COMMAND`).
 
         cfg: the ControllerConfig in force; now [s]: the tick's start (the state's clock);
         arrival [s]: of the newest valid state, None before any; q [rad], qd [rad/s]: that
-        state, model size; t [s]: the trajectory time now (a new hold starts there).
+        state, model size.
         """
         if self.mode in (REFUSED, FINISHED):
             return NOTHING
@@ -98,10 +101,12 @@ class Modes:
         if now - arrival > cfg.state_timeout:
             return self._stale(cfg, now)
         if self.mode in (WAITING, STALE_HOLD, STALE_STOPPED):
-            self._hold(cfg, q, t)
-        if arrival != self._seen:
+            self._hold(cfg, q)
+        if arrival != self._seen:  # a new state: watched for overspeed once
             self._seen = arrival
-            self._watch(cfg, q, qd, t)
+            speeds, slowest = qd.tolist(), self._slowest
+            if self.mode is BRAKING or not (-slowest <= min(speeds) and max(speeds) <= slowest):
+                self._watch(cfg, q, speeds)  # else every joint is below every limit
         return COMMAND[self.mode]
 
     def commanded(self, cfg, now, holding, failing_since):
@@ -131,9 +136,9 @@ class Modes:
         """The loop stopped with its final command."""
         self.mode = FINISHED
 
-    def _hold(self, cfg, q, t):
-        """Hold the measured position from t [s] on (activation, return of fresh states)."""
-        self.trajectory = Trajectory.hold(q[cfg.index], t)
+    def _hold(self, cfg, q):
+        """Hold the measured position from now on (activation, return of fresh states)."""
+        self.trajectory = Trajectory.hold(q[cfg.index], self._clock())
         self.mode, self._stale_since = HOLD, None
         if not self._commanding:
             self._commanding = True
@@ -144,13 +149,13 @@ class Modes:
         self.dropped = (self.trajectory, reason)
         self.trajectory = None
 
-    def _watch(self, cfg, q, qd, t):
-        """A new state: overspeed -> braking; braking and at rest -> hold where it is."""
-        speeds = qd.tolist()
-        if self.mode == BRAKING:
+    def _watch(self, cfg, q, speeds):
+        """A new state (speeds: a list, model order): overspeed -> braking; braking and at rest
+        -> hold where it is."""
+        if self.mode is BRAKING:
             if all(abs(speeds[i]) < rest for i, rest in zip(self._index, self._rest)):
                 self._log('info', 'at rest after braking: holding the measured position')
-                self._hold(cfg, q, t)
+                self._hold(cfg, q)
             return
         for name, i, limit in zip(self.joints, self._index, self._limits):
             if abs(speeds[i]) > limit:

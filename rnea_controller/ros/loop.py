@@ -50,7 +50,8 @@ class ControlLoop:
         self.logger, self.status = logger, status
         self.action_server, self.intake = action_server, intake
         self.modes = modes.Modes(cfg.joints, cfg.index, cfg.model.velocity_limits[cfg.index],
-                                 log=self._log, started=realtime.since_start)
+                                 clock=lambda: self.seconds(now_ns()), log=self._log,
+                                 started=realtime.since_start)
         values = cfg.values
         self.timing = LoopTiming(
             cfg.model.n, cfg.period, phase_lock=values['phase_lock'],
@@ -96,16 +97,17 @@ class ControlLoop:
         now_ns = self.now_ns()
         before = self.modes.mode
         command = self.modes.step(cfg, t_start, state.time if state.valid else None, state.q,
-                                  state.qd, self.seconds(now_ns))
-        if command == modes.LAW:
+                                  state.qd)
+        if command is modes.LAW:
             self._control(cfg, state, now_ns, t_start, wrench)
-        elif command == modes.BRAKE:
+        elif command is modes.BRAKE:
             self._hold_still(cfg, state, self.controller.brake(cfg, state.q, state.qd), now_ns)
-        elif command == modes.GRAVITY:
+        elif command is modes.GRAVITY:
             self._hold_still(cfg, state, self.controller.gravity_hold(cfg, state.q), now_ns)
         elif state.valid:
             self.controller.reset()
-        if (before == modes.BRAKING) != (self.modes.mode == modes.BRAKING):
+        after = self.modes.mode
+        if after is not before and modes.BRAKING in (before, after):
             self._diagnostics_due = 0.0  # the fault, and its end, at once
         self._lock_phase(t_start)
         self._after_tick(cfg, t_start)

@@ -206,10 +206,10 @@ class ControllerNode(LifecycleNode):
         """The control timer's callback: the loop's tick, with this tick's inputs."""
         if self._timer is None:  # the executor had queued this tick before the loop stopped
             return
-        if self.effort_check.refusal is None:
+        refusal = self.effort_check.refusal
+        if self._pending is not None and refusal is None:
             self._swap_pending()
-        self.loop.tick(self.config, self.state, wrench=self._wrench(),
-                       refusal=self.effort_check.refusal)
+        self.loop.tick(self.config, self.state, wrench=self._wrench(), refusal=refusal)
 
     def _swap_pending(self):
         """A parameter change validated by the on-set callback, in force from now on."""
