@@ -5,6 +5,7 @@ The machine is driven as the node's loop drives it: `step` once a tick with the 
 the newest state's arrival and the state, `commanded` after the law. Times are plain numbers
 [s]: no clock, no sleep.
 """
+import math
 from types import SimpleNamespace
 
 from conftest import robot_data_urdf
@@ -16,7 +17,6 @@ import pytest
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control import modes
 from rnea_controller.control.law import BRAKE_RATE, Controller, validate_parameters
-from rnea_controller.sim.node import HOME
 from rnea_controller.sim.plant import Plant
 
 JOINTS = ('a', 'b', 'c')
@@ -233,6 +233,7 @@ def test_every_mode_has_a_command():
 
 URDF = default_urdf_path().read_text()
 MODEL = RobotModel.from_urdf_string(URDF)
+HOME = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)  # sim.node's (rclpy)
 
 
 @pytest.mark.parametrize('compensates', [False, True])
