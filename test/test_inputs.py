@@ -170,3 +170,49 @@ def test_a_fast_state_its_positions_contradict_is_refused(case):
         state.take(message(Q + moved, v, stamp))
     np.testing.assert_array_equal(state.q, before)
     assert state.jumps == 1 and state.fast == 0
+
+
+def test_a_fast_state_that_waited_in_a_queue_is_taken():
+    """A stall of the node: the next state of a fast stream arrives 30 ms after the previous
+    one, its stamp 1 ms after (it waited in the queue): taken (its arrival lags its stamp)."""
+    state = active_input()
+    qd = np.array([0.0, 1.9 * VMAX[1], 0.0])
+    stamp_ns = time.time_ns()
+    state.take(message(Q, qd, stamp_ns))
+    qd2 = np.array([0.0, 2.5 * VMAX[1], 0.0])
+    time.sleep(0.03)
+    q = Q + 0.5 * (qd + qd2) * 1e-3
+    state.take(message(q, qd2, stamp_ns + 1_000_000))
+    np.testing.assert_array_equal(state.q, q)
+    assert state.fast == 1 and state.jumps == 0
+
+
+def test_after_states_lost_in_a_push_the_stream_is_followed_again():
+    """At rest, then 20 ms of states lost while a push spins j2 up to 3x its limit and the
+    brake takes it down again: the mean of the two ends does not say how far it went (the
+    first state refused); the next, 1 ms later and continuous with that one, is taken."""
+    state = active_input()
+    stamp_ns = time.time_ns()
+    state.take(message(Q, [0.0, 0.0, 0.0], stamp_ns))
+    time.sleep(0.02)
+    v1, v2 = np.array([0.0, 2.2 * VMAX[1], 0.0]), np.array([0.0, 2.1 * VMAX[1], 0.0])
+    q1 = Q + np.array([0.0, 0.09, 0.0])  # 20 ms, up to 6 rad/s and back to 4.4
+    with pytest.raises(ValueError, match="joint 'j2' velocity 4.4 rad/s is beyond 2 x"):
+        state.take(message(q1, v1, stamp_ns + 20_000_000))
+    time.sleep(0.001)
+    q2 = q1 + 0.5 * (v1 + v2) * 1e-3
+    state.take(message(q2, v2, stamp_ns + 21_000_000))
+    np.testing.assert_array_equal(state.q, q2)
+    assert state.jumps == 1 and state.fast == 1
+
+
+def test_a_still_pose_twice_never_follows_a_refused_state():
+    """A second source's pose, refused as a jump, and again: still poses never count as a
+    stream to follow (the candidate path is for joints beyond their limits)."""
+    state = active_input()
+    for _ in range(2):
+        time.sleep(0.001)
+        with pytest.raises(ValueError, match="joint 'j1' jumps"):
+            state.take(message(Q + 0.3, [0.0, 0.0, 0.0]))
+    np.testing.assert_array_equal(state.q, Q)
+    assert state.jumps == 2 and state.fast == 0

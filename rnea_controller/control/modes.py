@@ -32,9 +32,16 @@ Transitions, all here (`step` once a tick before the command, `commanded` after 
 ROS-free: plain Python and the core's Trajectory; the node's loop (ros/loop.py) calls it and
 does what `COMMAND` says. `log(level, text)` ('info', 'warning', 'error') receives the events.
 """
+from collections.abc import Callable, Sequence
 import math
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from rnea_controller.control.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from rnea_controller.control.law import ControllerConfig
 
 WAITING = 'waiting for joint states'
 HOLD = 'hold'
@@ -54,7 +61,7 @@ REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x
 REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
 
 
-def _quiet(level, text):
+def _quiet(level: str, text: str) -> None:
     """The default `log`: events go nowhere."""
 
 
@@ -69,8 +76,10 @@ class Modes:
     `deactivate` (the node should deactivate).
     """
 
-    def __init__(self, joints, index, velocity_limits, clock, log=_quiet,
-                 started=lambda: ''):
+    def __init__(self, joints: Sequence[str], index: Sequence[int],
+                 velocity_limits: Sequence[float], clock: Callable[[], float],
+                 log: Callable[[str, str], None] = _quiet,
+                 started: Callable[[], str] = lambda: '') -> None:
         self.joints = tuple(joints)
         self._index = [int(i) for i in index]
         self._limits = [float(v) for v in velocity_limits]
@@ -86,7 +95,8 @@ class Modes:
         self._seen = None  # the arrival time of the last state watched for overspeed
         self._commanding = self._failure_logged = False
 
-    def step(self, cfg, now, arrival, q, qd):
+    def step(self, cfg: 'ControllerConfig', now: float, arrival: float | None, q: np.ndarray,
+             qd: np.ndarray) -> str:
         """The mode of this tick, and the command it gets (`COMMAND`).
 
         cfg: the ControllerConfig in force; now [s]: the tick's start (the state's clock);
@@ -109,7 +119,8 @@ class Modes:
                 self._watch(cfg, q, speeds)  # else every joint is below every limit
         return COMMAND[self.mode]
 
-    def commanded(self, cfg, now, holding, failing_since):
+    def commanded(self, cfg: 'ControllerConfig', now: float, holding: bool,
+                  failing_since: float | None) -> None:
         """After the law: hold or tracking (`holding`: the trajectory's end is reached), or
         law failure while the law is not finite (`failing_since` [s], None while finite)."""
         if failing_since is None:
@@ -126,13 +137,13 @@ class Modes:
             self._log('error', f'control law not finite for {failing:.3f} s: deactivating')
             self.deactivate = True
 
-    def refuse(self, reason):
+    def refuse(self, reason: str) -> None:
         """An effort controller of other joints: no command from now on, deactivate."""
         if self.mode != REFUSED:
             self._log('error', f'commands stopped, deactivating: {reason}')
             self.mode, self.deactivate = REFUSED, True
 
-    def finish(self):
+    def finish(self) -> None:
         """The loop stopped with its final command."""
         self.mode = FINISHED
 
