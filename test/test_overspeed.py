@@ -3,7 +3,7 @@ arm of `rnea-sim` pushed beyond a joint's velocity limit.
 
 The simulator (1 kHz states with velocities) pushes wrist_1 with 11 N·m for 15 ms, 4 s after
 the first command (`push.*`: a generalized force of the world, added after the drive's effort
-clamp): it spins to ~3 x its limit (~10 rad/s; its inertia with the arm free is ~0.02 kg·m²,
+clamp): it spins to ~3.5 x its limit (~11 rad/s; its inertia with the arm free is ~0.02 kg·m²,
 the hold's feedback a fraction of a N·m there), a speed at which the node refused every state
 before. An action goal is running meanwhile. Oracles: the simulator's own joint states
 (MuJoCo's), the node's /diagnostics and log, the action's result. state_timeout is 1 s (its

@@ -113,6 +113,21 @@ def test_commands_are_clipped_to_the_urdf_effort_limits():
     np.testing.assert_array_equal(applied, [150.0, -150.0, 10.0, 28.0, -28.0, 1.0])
 
 
+def test_an_external_push_is_added_after_the_effort_clamp(oracle):
+    """`external` (the world's push, rnea-sim's push.*) is not clipped: a command at the limit
+    plus 40 N·m on wrist_1 moves the arm as Pinocchio's step of tau = clamp(command) + push."""
+    model, data = oracle
+    plant = Plant(URDF_TEXT)
+    q, qd = HOME + 0.1, np.full(6, 0.3)
+    plant.reset(q, qd)
+    plant.external[3] = 40.0
+    applied = plant.step([5.0, 40.0, 20.0, 100.0, 1.0, 0.1])
+    assert applied[3] == 28.0  # the drive's part, reported as the effort
+    tau = np.array([5.0, 40.0, 20.0, 28.0 + 40.0, 1.0, 0.1])
+    np.testing.assert_allclose(plant.qd, euler_step(model, data, q, qd, tau, np.zeros(6)),
+                               atol=1e-10)
+
+
 def test_bad_inputs_are_refused_with_the_reason():
     plant = Plant(URDF_TEXT)
     with pytest.raises(DimensionError, match='tau has 5 values, but the plant has 6'):

@@ -265,6 +265,8 @@ def parameters(**changes):
     ({'urdf_file': '/nonexistent.urdf'}, "'urdf_file': cannot read /nonexistent.urdf"),
     ({'link_errors.seed': -3}, "'link_errors.seed' must be >= 0 or -1"),
     ({'link_errors.seed': 1, 'link_errors.mass': 1.5}, 'link error mass must be finite, >= 0'),
+    ({'push.joint': 'wrist_1_joint', 'push.torque': float('inf')}, "'push.torque' must be fin"),
+    ({'push.joint': 'wrist_1_joint', 'push.duration': -0.1}, "'push.duration' must be finite"),
 ])
 def test_parameters_are_validated_with_the_reason(changes, message):
     with pytest.raises(ParameterError, match=message):
