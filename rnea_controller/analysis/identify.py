@@ -245,7 +245,7 @@ def _weights(fit, x0):
     G, g, _ = fit.normal(1.0 / tau_ms)
     x = _least_squares(G, g, x0)
     sigma2 = fit.sse(x) / rows
-    floor = 1e-8 * tau_ms  # a noise-free run: a residual of 1e-4 of the torque
+    floor = 1e-6 * tau_ms  # a noise-free run: as if a residual of 1e-3 of the torque
     return 1.0 / np.maximum(sigma2, floor)
 
 
@@ -347,37 +347,50 @@ def _prior_pseudo_inertia(theta, mass_scale):
     return J
 
 
-def consistent_fit(R, x0, n, scales, rows):
+def consistent_fit(R, x0, n, scales, rows=None):
     """The convex program of the module docstring; x (13n,). SolverError if none found.
 
-    R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖²; the
-    data term is written about the prior x0, on columns scaled to unit norm."""
+    R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖². The
+    data weigh 1e5-1e8 times more than the prior where they see something, and not at all
+    where they do not: the variable is preconditioned by the objective's Hessian H at the
+    prior, x = x0 + L⁻ᵀ z (H = L Lᵀ), so the solver sees a unit curvature in every direction.
+    """
     import cvxpy as cp
-    p = len(x0)
-    norms = np.linalg.norm(R[:, :-1], axis=0)
-    scale = np.where(norms > 1e-12 * norms.max(), norms, 1.0)
-    residual0 = R[:, :-1] @ x0 - R[:, -1]
-    z = cp.Variable(p)  # x = x0 + z / scale
-    x = x0 + cp.multiply(z, 1.0 / scale)
-    mass_scale = max(float(np.mean(x0[0:10 * n:10])), 1e-3)
+    A, residual0 = R[:, :-1], R[:, :-1] @ x0 - R[:, -1]
+    blocks = [_divergence_block(x0[10 * i:10 * i + 10], x0[0:10 * n:10]) for i in range(n)]
+    H = A.T @ A + np.diag(np.concatenate([np.zeros(10 * n), scales ** -2.0]))
+    for i, affine in enumerate(blocks):
+        H[10 * i:10 * i + 10, 10 * i:10 * i + 10] += PRIOR_WEIGHT * affine.T @ affine
+    P = scipy.linalg.solve_triangular(np.linalg.cholesky(H), np.eye(len(x0)), lower=True).T
+    z = cp.Variable(len(x0))
+    step = P @ z
     divergence = 0
-    for i in range(n):
-        theta = x[10 * i:10 * i + 10]
-        J0 = _prior_pseudo_inertia(x0[10 * i:10 * i + 10], mass_scale)
-        J = cp.reshape(J_MAP @ theta, (4, 4), order='C')
-        divergence += (-cp.log_det((J + J.T) / 2) + np.linalg.inv(J0).reshape(-1) @ J_MAP
-                       @ theta + math.log(np.linalg.det(J0)) - 4.0)
-    extra = x[10 * n:]
-    objective = (cp.sum_squares((R[:, :-1] / scale) @ z + residual0) + PRIOR_WEIGHT * divergence
-                 + cp.sum_squares(cp.multiply(extra - x0[10 * n:], 1.0 / scales)))
-    problem = cp.Problem(cp.Minimize(objective / max(rows, 1)), [extra >= 0])
+    for i, affine in enumerate(blocks):
+        J = cp.reshape(affine @ (x0[10 * i:10 * i + 10] + step[10 * i:10 * i + 10]), (4, 4),
+                       order='C')
+        divergence += -cp.log_det((J + J.T) / 2) + cp.trace(J) - 4.0
+    extra = x0[10 * n:] + step[10 * n:]
+    objective = (cp.sum_squares((A @ P) @ z + residual0) + PRIOR_WEIGHT * divergence
+                 + cp.sum_squares(cp.multiply(step[10 * n:], 1.0 / scales)))
+    problem = cp.Problem(cp.Minimize(objective), [extra >= 0])
     try:
         problem.solve(solver=cp.CLARABEL)
     except cp.SolverError as error:
         raise SolverError(f'the identification program failed: {error}') from None
     if z.value is None or problem.status not in ('optimal', 'optimal_inaccurate'):
         raise SolverError(f'the identification program ended {problem.status!r}')
-    return x0 + np.asarray(z.value, dtype=float) / scale
+    x = x0 + P @ np.asarray(z.value, dtype=float)
+    x[10 * n:] = np.maximum(x[10 * n:], 0.0)  # the solver's -1e-18 for a 0
+    return x
+
+
+def _divergence_block(theta0, masses):
+    """(T ⊗ T) J_MAP of one body, vec(T J(θ) T) per unit of θ: D is invariant to
+    J -> T J Tᵀ, and with T = J⁰^(-1/2) the cone sees T J T = 1 at the prior."""
+    J0 = _prior_pseudo_inertia(theta0, max(float(np.mean(masses)), 1e-3))
+    values, vectors = np.linalg.eigh(J0)
+    T = vectors @ np.diag(values ** -0.5) @ vectors.T
+    return np.kron(T, T) @ J_MAP
 
 
 def _status(null_share, x, x0, names):
