@@ -330,6 +330,10 @@ def test_the_node_starts_with_every_file_identify_writes(tmp_path):
         for name, proc in started.items():
             assert wait_for(lambda p=proc: 'active' in procs.output(p), 120.0), (
                 name, procs.output(proc))
+        noted = [line for line in procs.output(started['moving']).splitlines()
+                 if 'inertial parameters from links.<link> (identified): ' in line]
+        assert noted and LINK in noted[0], procs.output(started['moving'])
+        assert 'links.<link>' not in procs.output(started['held still'])
     finally:
         procs.close()
 
