@@ -48,8 +48,8 @@ chosen; the solve of a 7-joint arm takes about a second.
 
 4. Held-out check: the relative RMS per joint, RMS(tau - prediction) / RMS(tau), of the URDF's
    model (with the prior's armature and friction) and of the identified one, on rows left out
-   of the fit: a second bag (`rnea-validate --holdout BAG2`), else every `HOLDOUT_EVERY`-th
-   block of `HOLDOUT_BLOCK` seconds of the bag.
+   of the fit: a second bag (`rnea-validate --holdout BAG2`), else one block of
+   `HOLDOUT_BLOCK` seconds in every `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
 """
 import math
 import time
@@ -76,8 +76,8 @@ DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
 PRIOR_WEIGHT = 1.0  # λ of the entropic divergence, in units of one row's weighted residual²
 PRIOR_JOINT = 1e-3  # armature and friction: a prior of 1e-6 row (the links' D decides a split)
 RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the largest: dependent
-HOLDOUT_BLOCK = 3.0  # [s]
-HOLDOUT_EVERY = 5  # without a second bag, every 5th 3-second block is held out
+HOLDOUT_BLOCK = 2.0  # [s]
+HOLDOUT_EVERY = 5  # without a second bag, the 3rd of every 5 blocks of 2 s is held out
 MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5}  # prior scale floors
 NOT_SEEN = 'not seen by this motion'
 COMBINED = 'only in combination with others'
@@ -169,7 +169,7 @@ class Identification:
         self.samples += len(t)
         self.start = t[0] if self.start is None else self.start
         block = ((t - self.start) * 1e-9 // HOLDOUT_BLOCK).astype(np.int64)
-        left_out = ((block % HOLDOUT_EVERY) == HOLDOUT_EVERY - 1) & (not self.second_bag)
+        left_out = ((block % HOLDOUT_EVERY) == 2) & (not self.second_bag)
         self._add(self.fit, A, tau, qd, ~left_out)
         self._add(self.held, A, tau, qd, left_out)
 
@@ -418,7 +418,7 @@ def _holdout(ident, x, x0):
     held = ident.held
     tau2 = held.tau_squares()
     out = {'source': 'second bag' if ident.second_bag else
-           f'every {HOLDOUT_EVERY}th {HOLDOUT_BLOCK:g}-s block of this bag', 'joints': {}}
+           f'one {HOLDOUT_BLOCK:g}-s block in {HOLDOUT_EVERY} of this bag', 'joints': {}}
     for j, joint in enumerate(ident.model.joint_names):
         if held.rows[j] == 0 or tau2[j] <= 0:
             out['joints'][joint] = {'rows': 0, 'urdf': None, 'identified': None}
