@@ -244,7 +244,7 @@ def test_a_payload_merges_with_its_link_and_friction_is_found(moving):
         assert held['identified'] < held['urdf'], (joint, held)
     assert 'one 2-s block in 5 of this bag' in ident['holdout']['source']
     table = result.table()
-    assert f'payload on {LINK}: merged into the body of {LINK}' in table
+    assert f'a payload on {LINK} is part of the body of {LINK}' in table
     assert 'held-out relative torque RMS' in table and 'stayed at the URDF value' in table
 
 
