@@ -227,7 +227,7 @@ def solve(ident):
         'base_parameters': base['base'],
         'parameters': {name: {'urdf': float(x0[k]), 'estimate': float(x[k]),
                               'status': status[k]} for k, name in enumerate(ident.names)},
-        'stayed_at_urdf': stayed, 'links': _links(model, x, stayed),
+        'stayed_at_urdf': stayed, 'links': body_inertials(model, x, stayed),
         'armature': dict(zip(model.joint_names, x[10 * n:11 * n].tolist())),
         'friction': {joint: {'viscous': float(x[11 * n + j]), 'coulomb': float(x[12 * n + j])}
                      for j, joint in enumerate(model.joint_names)},
@@ -428,7 +428,7 @@ def _holdout(ident, x, x0):
     return out
 
 
-def _links(model, x, stayed=()):
+def body_inertials(model, x, stayed=()):
     """{link: {mass, com, inertia (ixx ixy ixz iyy iyz izz about the com)}} of each body that
     moved from the prior (a body whose 10 parameters all stayed is left out)."""
     out = {}
