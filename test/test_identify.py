@@ -105,7 +105,6 @@ def test_held_out_torques_within_5_percent_and_better_than_the_urdf(geared):
         assert h['rows'] > 100, joint
         assert h['identified'] <= 0.05 and h['identified'] < h['urdf'], (joint, h)
     assert result['rank'] < 13 * MODEL.n  # link 1's I_xx, ... are not seen by any motion
-    assert result['solve_time_s'] < 60.0
 
 
 def test_the_armature_and_friction_are_the_plants(geared):
