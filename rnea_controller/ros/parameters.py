@@ -14,13 +14,17 @@ from rclpy.parameter import Parameter
 from rnea_controller.control.parameters import (
     GLOBAL,
     JOINT,
+    LINK,
+    link_of_parameter,
     PER_JOINT,
+    PER_LINK,
     spec_of,
 )
 from rnea_controller.errors import ParameterError
 
 _UNSET_TYPES = {'double': Parameter.Type.DOUBLE, 'string_array': Parameter.Type.STRING_ARRAY,
-                'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING}
+                'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING,
+                'double_array': Parameter.Type.DOUBLE_ARRAY}
 
 
 def descriptor(spec):
@@ -65,11 +69,32 @@ def declare_joints(node, joints):
             _declare(node, spec.name.replace(JOINT, joint), spec)
 
 
-def values(node, joints, changes=()):
-    """{name: value} of the table's parameters (unset: None), per-joint ones of `joints` only,
-    with the requested `changes` (rclpy Parameters) applied."""
+def declare_links(node, links):
+    """Declare the per-link parameters (links.<link>.mass ...) of these links."""
+    for link in links:
+        for spec in PER_LINK:
+            _declare(node, spec.name.replace(LINK, link), spec)
+
+
+def check_link_overrides(node, links):
+    """ParameterError if a start-up value (params file, --ros-args) names links.<link>.* of a
+    link that is not one of `links` (a file identified on another description): rclpy would
+    silently ignore it, as it is never declared, and the node would run the URDF's body."""
+    overrides = getattr(node, '_parameter_overrides', {})  # rclpy keeps them there
+    for name in sorted(overrides):
+        spec_link = link_of_parameter(name)
+        if spec_link is not None and spec_link not in links:
+            raise ParameterError(f'{name}: {spec_link!r} (params file or --ros-args) is not a '
+                                 f'link moved by a joint of the model (those are '
+                                 f'{", ".join(links)})')
+
+
+def values(node, joints, changes=(), links=()):
+    """{name: value} of the table's parameters (unset: None), per-joint ones of `joints` and
+    per-link ones of `links` only, with the requested `changes` (rclpy Parameters) applied."""
     names = [spec.name for spec in GLOBAL]
     names += [spec.name.replace(JOINT, joint) for joint in joints for spec in PER_JOINT]
+    names += [spec.name.replace(LINK, link) for link in links for spec in PER_LINK]
     result = {name: value(node, name) for name in names if node.has_parameter(name)}
     known = set(names)  # not ours (use_sim_time, ...) and other joints' are not the law's
     for parameter in changes:
