@@ -44,7 +44,8 @@ def track(values, plant_options, motion=demo_motion, duration=3.0, log=None, res
     plant.reset(HOME)
     cfg = validate_parameters(values, MODEL)
     controller = Controller(cfg)
-    w = motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, duration)
+    w = (excitation_motion(MODEL, np.array(HOME), duration) if motion is excitation_motion else
+         motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, duration))
     reference = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
                             joint_names=JOINTS, position_limits=MODEL.position_limits,
                             current=np.vstack([HOME, np.zeros((2, len(JOINTS)))]), now=0.0)

@@ -170,7 +170,8 @@ class Identification:
         joint[:, np.arange(n), 2 * np.arange(n)] = qd
         joint[:, np.arange(n), 2 * np.arange(n) + 1] = np.tanh(qd / self.width)
         joint[:, np.arange(n), 2 * n + np.arange(n)] = qdd
-        sliding = np.abs(qd) >= SLIDING_SPEED  # rows (sample, joint) in the fit
+        # rows (sample, joint) in the fit: sliding, no velocity reversal in the filter window
+        sliding = (np.abs(qd) >= SLIDING_SPEED) & self.smoother.steady
         A = np.concatenate([Y, joint], axis=2)[sliding]
         b = (tau - tau_model)[sliding]
         self.G += A.T @ A
