@@ -1,7 +1,10 @@
 """Zero-phase smoothing and differentiation of joint states, streamed, for identification.
 
 Savitzky-Golay filter (Savitzky & Golay 1964): over a centred window of w samples, the least-
-squares polynomial of degree 2 is fitted and evaluated (or differentiated) at the centre. The
+squares polynomial of degree 2 is fitted and evaluated (or differentiated) at the centre, on
+the samples' own stamps: a state dropped or late (a loaded driver, a lossy link) changes the
+abscissae of the fit, not the instant the result belongs to; evenly spaced, it is the classic
+filter. The
 window is symmetric, so the filter has zero phase: smoothed q, qd, qdd and tau stay aligned in
 time, which the regressor needs (a delay between tau and qdd would bias the inertial
 parameters). Window: `window_s` = 20 ms, 21 samples at 1 kHz, -3 dB at 51 Hz: above the
@@ -20,16 +23,18 @@ window holds no reversal (every measured velocity of the joint in the window, or
 difference of its positions without velocities, of one sign); the identification keeps only
 those rows. Every `decimate`-th sample is kept (half the window by default), so the residuals
 kept are about independent and the standard errors computed from them are honest. Samples
-whose window spans a gap (a period off by > 25 %) or a non-finite value are skipped; so are
+whose window spans a gap (more than 1.5× its nominal time: a stalled driver) or a non-finite
+value are skipped; so are
 stamps that do not increase (a repeated or reordered state: the stamps are the states' own,
 the instants the driver sampled them, not arrival times). Only w - 1 samples are carried from
 one chunk to the next.
 """
+import math
+
 import numpy as np
 
-from rnea_controller.analysis.metrics import savgol_coefficients
-
 NS = 1e-9
+SPAN_TOLERANCE = 1.5  # a window spanning more than 1.5× its nominal time is a gap: skipped
 
 
 class Smoother:
@@ -85,27 +90,36 @@ class Smoother:
     def _filter(self, t, q, qd, tau):
         w, h = self.window, self.window // 2
         windows = np.lib.stride_tricks.sliding_window_view
-        dt = np.diff(t) * NS
-        step = np.median(dt)
-        uneven = np.abs(dt - step) > 0.25 * step
+        step = np.median(np.diff(t)) * NS
         use_q = not np.isfinite(qd).all()
         bad_row = ~np.isfinite(np.hstack([q, tau] if use_q else [q, qd, tau])).all(axis=1)
-        bad = windows(np.concatenate([uneven, [False]]), w)[:, :-1].any(axis=1)
-        bad |= windows(bad_row, w).any(axis=1)
+        span = (t[w - 1:] - t[:len(t) - w + 1]) * NS
+        bad = (span > SPAN_TOLERANCE * (w - 1) * step) | windows(bad_row, w).any(axis=1)
         centre = np.arange(h, len(t) - h)
         keep = ~bad & ((self._index + centre) % self.decimate == 0)
         order = 3 if use_q else 2
-        smooth = savgol_coefficients(w, order, 0)
+        tau_s = (windows(t, w)[keep] - t[centre][keep, None]) * NS / step  # [steps]
+        weights = _local_polynomial(tau_s, order)  # (K, order + 1, w)
         xq = windows(np.where(np.isfinite(q), q, 0.0), w, axis=0)[keep]
         xt = windows(np.where(np.isfinite(tau), tau, 0.0), w, axis=0)[keep]
+
+        def fit(x, d):  # d-th derivative at the centre of the polynomial fitted to x (K, n, w)
+            return np.einsum('kw,knw->kn', weights[:, d], x) * math.factorial(d) / step ** d
+
         if use_q:
-            qd_f = xq @ savgol_coefficients(w, 3, 1) / step
-            qdd_f = xq @ savgol_coefficients(w, 3, 2) / step ** 2
+            qd_f, qdd_f = fit(xq, 1), fit(xq, 2)
             sign = np.sign(np.diff(xq, axis=-1))
         else:
             x = windows(np.where(np.isfinite(qd), qd, 0.0), w, axis=0)[keep]
-            qd_f = x @ smooth
-            qdd_f = x @ savgol_coefficients(w, 2, 1) / step
+            qd_f, qdd_f = fit(x, 0), fit(x, 1)
             sign = np.sign(x)
         self.steady = np.all(sign == sign[..., :1], axis=-1) & (sign[..., 0] != 0)
-        return t[centre][keep], xq @ smooth, qd_f, qdd_f, xt @ smooth
+        return t[centre][keep], fit(xq, 0), qd_f, qdd_f, fit(xt, 0)
+
+
+def _local_polynomial(x, order):
+    """Least-squares weights (K, order + 1, w): the coefficients of the polynomial of degree
+    `order` fitted to each window's samples at abscissae x (K, w) are weights @ values.
+    Savitzky-Golay's on evenly spaced samples; the same fit on the stamps as they are."""
+    V = x[..., None] ** np.arange(order + 1)  # (K, w, order + 1)
+    return np.linalg.solve(np.swapaxes(V, 1, 2) @ V, np.swapaxes(V, 1, 2))
