@@ -20,6 +20,7 @@ from rnea_controller.tools.programs import PROGRAMS
 KEYS = {'numpy': 'python3-numpy', 'numba': 'python3-numba', 'yaml': 'python3-yaml',
         'matplotlib': 'python3-matplotlib', 'rich': 'python3-rich',
         'mujoco': 'python3-mujoco-pip', 'rosbags': 'python3-rosbags-pip',
+        'scipy': 'python3-scipy', 'cvxpy': 'python3-cvxpy-pip',
         'pytest': 'python3-pytest', 'hypothesis': 'python3-hypothesis',
         'pinocchio': 'pinocchio'}
 # Keys needed at run time without an import: each with where it is used.

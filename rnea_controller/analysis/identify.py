@@ -1,380 +1,559 @@
-"""Identification of a payload, joint friction and rotor inertia from a run: least squares.
+"""Identification of every moving body's inertial parameters, and each joint's rotor inertia
+(armature), viscous and Coulomb friction, from a run: physically consistent weighted least
+squares on the RNEA regressor, regularised toward the URDF.
 
-The residual of the model, r = tau_meas - RNEA(q, qd, qdd), is explained by
+The measured torque of joint j is linear in the parameters x = (θ, a, b, fc):
 
-    r = Y_m m + Y_h h + Y_I I_O(m, h) + Σ_j (b_j qd_j + fc_j tanh(qd_j / w) + a_j qdd_j) e_j
+    tau_j = Y_j(q, qd, qdd) θ + a_j qdd_j + b_j qd_j + fc_j tanh(qd_j / w)
 
-- m [kg], h = m c [kg·m]: the payload's mass and first moment on link `link`, c its centre of
-  mass in the link frame [m]. RNEA is linear in the inertial parameters, so the regressor
-  column of a parameter is exact: RNEA on the model with a unit of that parameter added to the
-  link (gravity on) minus RNEA on the model (Atkeson, An & Hollerbach 1986).
-- The payload is a point mass: its inertia about its centre of mass is neglected, so its
-  inertia about the link origin is I_O = m [c×][c×]ᵀ = [h×][h×]ᵀ / m. That term is carried
-  from the previous estimate (a fixed point: a few solves of the same normal equations).
-- b_j [N·m·s/rad] viscous and fc_j [N·m] Coulomb friction of joint j, with the smoothing of the
-  node's friction feedforward: tanh(qd / w), w = `friction_velocity_width` [rad/s].
-- a_j [kg·m²] the rotor inertia (armature) of joint j (issue 23): its column is qdd_j on row j,
-  exactly as RNEA adds it. Told nothing, a geared joint's torque is mostly a_j qdd_j.
+- θ (10n): each body's 10 inertial parameters (m, h, I_O) about its frame origin, Pinocchio's
+  order (`dynamics/regressor.py`, Y from our RNEA). A body is the link moved by a joint with
+  everything fixed to it; a payload carried during the run is part of its link's body (its
+  mass merges with that link's: the file then states the sum, and no payload).
+- a_j [kg·m²] rotor inertia, b_j [N·m·s/rad] viscous, fc_j [N·m] Coulomb friction, with the
+  node's friction model (w = `friction_velocity_width`).
 
-qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase Savitzky-Golay, decimated).
-Only the rows of joints sliding at `SLIDING_SPEED` or faster enter the fit: slower, friction is
-stiction and the transition between its two signs, whose shape is the plant's (MuJoCo's soft
-frictionloss, a real gear's Stribeck curve), not fc·tanh(qd / w). On the geared simulated arm
-(issue 23) the fit with every row read Coulomb 0.93-0.96 N·m for 1 and viscous 10.1 for 10,
-and the controller told them tracked 2.7× worse than told the true values; with the sliding
-rows alone, 0.997-1.000 and 9.99, and the same tracking as told (1.17e-4 against 1.18e-4 rad).
-A payload is therefore identified from motion, not from an arm held still.
-Memory is bounded: only AᵀA, Aᵀb, bᵀb and the row count are accumulated.
+Rows: qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase). Joint j's rows enter
+only while it slides (|qd_j| ≥ `SLIDING_SPEED`): slower, friction is stiction, whose shape is
+the plant's, not fc·tanh(qd / w). Memory is bounded: per joint, the triangular factor R_j of
+its rows [A_j | tau_j] (QR-updated chunk by chunk, (p+1)² numbers), for the fit and for the
+held-out rows; nothing else.
 
-A parameter is "not identifiable from this motion" when
-- its column is not excited: a joint's friction needs its filtered velocity to have an RMS of
-  `MIN_SPEED` and tanh(qd / w) an RMS of `MIN_TANH` (the joint moved, both ways, faster than
-  w most of the time), not sensor noise around zero; its armature an RMS acceleration of
-  `MIN_ACCELERATION`; a payload column must not be zero;
-- it lies in a direction the motion does not excite: a singular value of the column-scaled
-  regressor below `MIN_SINGULAR` of the largest (the fit's condition number at most 100);
-- or its standard error exceeds `MAX_RELATIVE_STD` of its estimate. A parameter whose true
-  value is 0 may land here; it is then left out of the parameters file, and the node's
-  default applies. A negative mass, friction coefficient or armature is not physical and left
-  out likewise.
-- The centre of mass c = h / m is a derived quantity: a few grams of fitted mass (noise, or an
-  unmodelled effect) turn a small h into metres. The payload is left out whole when a
-  component of c is farther than `MAX_COM_DISTANCE` or its standard error exceeds
-  `MAX_RELATIVE_STD` of it (at least `COM_TOLERANCE`).
-The parameters file holds only values the node accepts (`parameters_yaml` checks each against
-the parameter table, and the whole against the model with `validate_parameters`).
-Standard errors: σ² diag((AᵀA)⁻¹), σ² = SSE / (rows - parameters); the com's by the delta
-method from those of m and h.
+The solve (`solve`):
+1. Weights: per joint 1/σ_j², σ_j the RMS residual of a first fit weighted by 1/RMS(tau_j)
+   (Gautier & Poignet 2001): the wrist's small torques count as much as the shoulder's.
+2. What the motion tells (`base_parameters`): pivoted QR of the column-scaled weighted
+   regressor gives its rank r and condition number, r base parameters (each a parameter plus
+   the combination of the unidentifiable ones that regroup into it) and their standard
+   errors σ²(A_Bᵀ W A_B)⁻¹, in % of the estimate.
+3. The estimate (`consistent_fit`): a convex program (cvxpy, solved by Clarabel, an interior
+   point solver for its semidefinite and exponential cones):
+
+       minimise  Σ_j ‖A_j x - tau_j‖² / σ_j²  +  λ Σ_i D(J_i ‖ J_i⁰)  +  Σ_k ((x_k - x⁰_k) / s_k)²
+       subject to a, b, fc ≥ 0   (J_i ≻ 0 by the domain of D)
+
+   J_i = [[½ tr(I_O) 1 - I_O, h], [hᵀ, m]] is body i's pseudo-inertia: J_i ⪰ 0 exactly when
+   a mass distribution has these parameters (Wensing, Kim & Slotine, RA-L 2018): positive
+   mass, the triangle inequality, the com within the body's extent. D(J ‖ J⁰) = -log det(J⁰⁻¹J)
+   + tr(J⁰⁻¹J) - 4 is the entropic (log-det Bregman) divergence (Lee, Wensing & Park, T-RO
+   2020): invariant to the frame and the units, zero only at the URDF's J⁰, and a barrier that
+   keeps J positive definite. What the motion cannot see (link 1's I_xx; how an armature and
+   its link's I_zz share a sum) is set by D alone: it stays as the URDF says. λ = `PRIOR_WEIGHT`
+   (a prior that is worth one sample's residual per unit divergence: data dominate wherever
+   they say something). The last term, s_k = RMS(tau_j) / RMS(column k), holds a joint's
+   friction and armature at their prior (0, or the file given) where its joint never moved.
+A cvxpy convex program rather than an unconstrained log-Cholesky solve (Rucker & Wensing
+2022): it is convex, so its optimum is global and no starting point or iteration count is
+chosen; the solve of a 7-joint arm takes about a second.
+
+4. Held-out check: the relative RMS per joint, RMS(tau - prediction) / RMS(tau), of the URDF's
+   model (with the prior's armature and friction) and of the identified one, on rows left out
+   of the fit: a second bag (`rnea-validate --holdout BAG2`), else every `HOLDOUT_EVERY`-th
+   block of `HOLDOUT_BLOCK` seconds of the bag.
 """
-from dataclasses import replace
+import math
+import time
 
 import numpy as np
+import scipy.linalg
 import yaml
 
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.control import parameters
 from rnea_controller.control.law import default_joints, validate_parameters
 from rnea_controller.control.parameters import joint_of_parameter
-from rnea_controller.dynamics import spatial
-from rnea_controller.dynamics.rnea import rnea
-from rnea_controller.errors import ModelError, ParameterError
+from rnea_controller.dynamics.regressor import (
+    body_link_names,
+    inertial_parameters,
+    link_inertial,
+    PARAMETER_NAMES,
+    regressor_batch,
+)
+from rnea_controller.errors import ParameterError, RneaControllerError
 
-PAYLOAD = ('mass', 'h_x', 'h_y', 'h_z')
-INERTIA = ('I_xx', 'I_xy', 'I_xz', 'I_yy', 'I_yz', 'I_zz')
-MIN_SINGULAR = 1e-2
-MIN_SPEED = 0.05  # [rad/s] RMS of a joint's velocity to fit its viscous friction
-MIN_TANH = 0.5  # RMS of tanh(qd / w) to fit its Coulomb friction
-MIN_ACCELERATION = 0.5  # [rad/s²] RMS of a joint's acceleration to fit its armature
 SLIDING_SPEED = 0.1  # [rad/s] a joint's rows enter the fit only while it moves this fast
-MAX_RELATIVE_STD = 0.5  # an estimate's standard error at most this share of it
-MAX_COM_DISTANCE = 1.0  # [m] beyond, a "point mass" is noise: its inertia is not carried
-COM_TOLERANCE = 0.01  # [m] standard error of a com component always accepted
-NEGATIVE = 'negative, not physical'
-UNCERTAIN = 'standard error larger than half the estimate'
 DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
+PRIOR_WEIGHT = 1.0  # λ of the entropic divergence, in units of one row's weighted residual²
+PRIOR_JOINT = 1e-3  # armature and friction: a prior of 1e-6 row (the links' D decides a split)
+RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the largest: dependent
+HOLDOUT_BLOCK = 3.0  # [s]
+HOLDOUT_EVERY = 5  # without a second bag, every 5th 3-second block is held out
+MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5}  # prior scale floors
+NOT_SEEN = 'not seen by this motion'
+COMBINED = 'only in combination with others'
+IDENTIFIED = 'identified'
+NEGATIVE = 'negative, not physical'  # kept for report.py's imports
 
 
-def unit_inertias():
-    """The 10 spatial inertias (link frame) of a unit of m, h_x..h_z, I_xx..I_zz.
-
-    I = [[m 1, -[h×]], [[h×], I_O]] (as `spatial.spatial_inertia`, with h = m c).
-    """
-    units = []
-    for k in range(10):
-        theta = np.zeros(10)
-        theta[k] = 1.0
-        units.append(_inertia(theta))
-    return units
+class SolverError(RneaControllerError):
+    """The convex program found no solution (a message says what the solver reported)."""
 
 
-def _inertia(theta):
-    """Spatial inertia of the parameters (m, h, I_xx, I_xy, I_xz, I_yy, I_yz, I_zz)."""
-    m, h, (xx, xy, xz, yy, yz, zz) = theta[0], theta[1:4], theta[4:]
-    I = np.zeros((6, 6))
-    I[:3, :3] = m * np.eye(3)
-    I[:3, 3:] = -spatial.skew(h)
-    I[3:, :3] = spatial.skew(h)
-    I[3:, 3:] = [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]
-    return I
+def parameter_names(model):
+    """Names of the columns: '<link>.m' ... per body, then '<joint>.armature', '.viscous',
+    '.coulomb' per joint."""
+    names = [f'{link}.{p}' for link in body_link_names(model) for p in PARAMETER_NAMES]
+    for kind in ('armature', 'viscous', 'coulomb'):
+        names += [f'{joint}.{kind}' for joint in model.joint_names]
+    return names
 
 
-def point_mass_inertia(m, h):
-    """(I_xx, I_xy, I_xz, I_yy, I_yz, I_zz) about the link origin of a point mass m at h / m.
+class _Rows:
+    """The triangular factor of a set of rows [A_j | tau_j], one per joint, and counts."""
 
-    Zero when m ≤ 0 or the com is farther than MAX_COM_DISTANCE (an estimate from noise).
-    """
-    if m <= 0 or np.linalg.norm(h) > MAX_COM_DISTANCE * m:
-        return np.zeros(6)
-    I = spatial.skew(h) @ spatial.skew(h).T / m
-    return I[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
+    def __init__(self, n, p):
+        self.R = [np.zeros((0, p + 1)) for _ in range(n)]
+        self.rows = np.zeros(n, dtype=np.int64)
 
+    def add(self, j, A, b):
+        stacked = np.vstack([self.R[j], np.column_stack([A, b])])
+        self.R[j] = scipy.linalg.qr(stacked, mode='r', check_finite=False)[0][:stacked.shape[1]]
+        self.rows[j] += len(b)
 
-class PayloadRegressor:
-    """Y (N, n, 10): dtau/dθ for the 10 inertial parameters θ of a payload on `link`."""
+    def normal(self, weights):
+        """(G, g, bb) = Σ_j w_j (AᵀA, Aᵀb, bᵀb) of the joints' rows."""
+        p = self.R[0].shape[1] - 1
+        M = np.zeros((p + 1, p + 1))
+        for w, R in zip(weights, self.R):
+            M += w * R.T @ R
+        return M[:p, :p], M[:p, p], M[p, p]
 
-    def __init__(self, model, link):
-        body, R, p = model.link_frame(link)
-        if body < 0:
-            raise ModelError(f"link '{link}' is part of the fixed base: a payload there loads "
-                             'no joint')
-        self.model = model
-        self.unit_models = []
-        for unit in unit_inertias():
-            inertias = np.array(model.inertias)
-            inertias[body] += spatial.transform_inertia(unit, R, p)
-            inertias.setflags(write=False)
-            self.unit_models.append(replace(model, inertias=inertias))
+    def sse(self, x):
+        """Σ (tau_j - A_j x)² per joint (n,)."""
+        return np.array([np.sum((R[:, :-1] @ x - R[:, -1]) ** 2) for R in self.R])
 
-    def __call__(self, q, qd, qdd):
-        """(RNEA of the model (N, n), Y (N, n, 10)) at the states (N, n)."""
-        tau = rnea(self.model, q, qd, qdd)
-        Y = np.stack([rnea(m, q, qd, qdd) - tau for m in self.unit_models], axis=-1)
-        return tau, Y
+    def tau_squares(self):
+        return np.array([np.sum(R[:, -1] ** 2) for R in self.R])
 
 
 class Identification:
-    """Normal equations of the payload and friction fit, accumulated over a run.
+    """Every body's inertial parameters and each joint's armature and friction, from a run.
 
-    model: RobotModel (joint arrays in model order); link: the payload's link;
-    width: friction_velocity_width [rad/s].
+    model: RobotModel (joint arrays in model order): its inertias and armature are the prior;
+    link: the link a payload was carried on (reported: its body's mass change), or None;
+    width: friction_velocity_width [rad/s]; prior_friction: (viscous (n,), coulomb (n,)), the
+    prior of the friction (default the URDF's <dynamics>); holdout: True when a second bag
+    feeds `update(..., held_out=True)`, else blocks of this bag are held out.
     """
 
-    def __init__(self, model, link, width=DEFAULT_WIDTH, window_s=0.02):
+    def __init__(self, model, link=None, width=DEFAULT_WIDTH, window_s=0.02,
+                 prior_friction=None, holdout=False):
         self.model, self.link, self.width = model, link, width
-        self.regressor = PayloadRegressor(model, link)
-        self.smoother = Smoother(window_s)
-        p = 10 + 3 * model.n
-        self.G = np.zeros((p, p))
-        self.g = np.zeros(p)
-        self.bb = 0.0
+        self.smoothers = {False: Smoother(window_s), True: Smoother(window_s)}
+        n = model.n
+        self.p = 13 * n
+        self.fit, self.held = _Rows(n, self.p), _Rows(n, self.p)
         self.samples = 0
-        self.rows = 0
+        self.second_bag = holdout
+        self.start = None
+        viscous, coulomb = (model.damping, model.friction) if prior_friction is None else (
+            prior_friction)
+        self.prior = np.concatenate([inertial_parameters(model), model.armature, viscous,
+                                     coulomb])
 
     @property
     def names(self):
-        """Parameter names, in the column order of the normal equations."""
-        friction = [f'{j}.{kind}' for j in self.model.joint_names for kind in ('viscous',
-                                                                               'coulomb')]
-        return (list(PAYLOAD + INERTIA) + friction
-                + [f'{j}.armature' for j in self.model.joint_names])
+        return parameter_names(self.model)
 
-    def update(self, stamps, q, qd, tau):
-        """Feed joint states (model order): stamps [ns], q [rad], qd [rad/s], tau [N·m]."""
-        out = self.smoother.update(stamps, q, qd, tau)
+    def update(self, stamps, q, qd, tau, held_out=False):
+        """Feed joint states (model order): stamps [ns], q [rad], qd [rad/s], tau [N·m];
+        `held_out`: rows of the second bag (prediction check only)."""
+        out = self.smoothers[held_out].update(stamps, q, qd, tau)
         if out is None or not len(out[0]):
             return
-        _, q, qd, qdd, tau = out
-        tau_model, Y = self.regressor(q, qd, qdd)
+        t, q, qd, qdd, tau = out
+        steady = self.smoothers[held_out].steady  # (N, n): no velocity reversal in the window
+        A = self.rows(q, qd, qdd)
+        if held_out:
+            self._add(self.held, A, tau, qd, steady)
+            return
+        self.samples += len(t)
+        self.start = t[0] if self.start is None else self.start
+        block = ((t - self.start) * 1e-9 // HOLDOUT_BLOCK).astype(np.int64)
+        left_out = ((block % HOLDOUT_EVERY) == HOLDOUT_EVERY - 1) & (not self.second_bag)
+        self._add(self.fit, A, tau, qd, ~left_out[:, None] & steady)
+        self._add(self.held, A, tau, qd, left_out[:, None] & steady)
+
+    def rows(self, q, qd, qdd):
+        """A (N, n, 13n): the regressor Y, then armature, viscous, Coulomb columns."""
         N, n = q.shape
-        joint = np.zeros((N, n, 3 * n))  # friction (viscous, Coulomb) then armature columns
-        joint[:, np.arange(n), 2 * np.arange(n)] = qd
-        joint[:, np.arange(n), 2 * np.arange(n) + 1] = np.tanh(qd / self.width)
-        joint[:, np.arange(n), 2 * n + np.arange(n)] = qdd
-        # rows (sample, joint) in the fit: sliding, no velocity reversal in the filter window
-        sliding = (np.abs(qd) >= SLIDING_SPEED) & self.smoother.steady
-        A = np.concatenate([Y, joint], axis=2)[sliding]
-        b = (tau - tau_model)[sliding]
-        self.G += A.T @ A
-        self.g += A.T @ b
-        self.bb += float(b @ b)
-        self.samples += N
-        self.rows += int(sliding.sum())
+        joint = np.zeros((N, n, 3 * n))
+        joint[:, np.arange(n), np.arange(n)] = qdd
+        joint[:, np.arange(n), n + np.arange(n)] = qd
+        joint[:, np.arange(n), 2 * n + np.arange(n)] = np.tanh(qd / self.width)
+        return np.concatenate([regressor_batch(self.model, q, qd, qdd), joint], axis=2)
+
+    def _add(self, rows, A, tau, qd, mask):
+        sliding = (np.abs(qd) >= SLIDING_SPEED) & mask
+        for j in range(self.model.n):
+            if sliding[:, j].any():
+                rows.add(j, A[sliding[:, j], j], tau[sliding[:, j], j])
 
     def result(self):
         """The fit: see `solve`."""
-        return solve(self.G, self.g, self.bb, self.samples, self.model, self.link, self.names,
-                     self.width, self.rows)
+        return solve(self)
 
 
-def _column_floor(p):
-    """Least RMS of each column over the samples for it to count as excited."""
-    n = (p - 10) // 3
-    floor = np.full(p, 1e-9)
-    floor[10:10 + 2 * n:2] = MIN_SPEED
-    floor[11:10 + 2 * n:2] = MIN_TANH
-    floor[10 + 2 * n:] = MIN_ACCELERATION
-    return floor
+# ---------------------------------------------------------------------------- the solve
 
 
-def _excited(G, candidates, samples):
-    """Indices of `candidates` the motion excites: columns above their floor, then, while the
-    scaled Gram matrix has a singular value below MIN_SINGULAR × the largest, the parameter
-    with the largest share of that direction is dropped. Returns (kept, condition number)."""
-    rms = np.sqrt(np.diag(G) / max(samples, 1))
-    kept = [i for i in candidates if rms[i] >= _column_floor(len(G))[i]]
-    while kept:
-        d = np.sqrt(np.diag(G)[kept])
-        C = G[np.ix_(kept, kept)] / np.outer(d, d)
-        values, vectors = np.linalg.eigh(C)
-        singular = np.sqrt(np.maximum(values, 0.0))
-        if singular[0] >= MIN_SINGULAR * singular[-1]:
-            return kept, float(singular[-1] / singular[0])
-        kept.pop(int(np.argmax(np.abs(vectors[:, 0]))))
-    return kept, float('nan')
+def solve(ident):
+    """Weights, base parameters, the consistent fit and the held-out check of an
+    `Identification`; a dict (report.json's 'identification')."""
+    started = time.perf_counter()
+    model, fit, x0 = ident.model, ident.fit, ident.prior
+    n = model.n
+    if fit.rows.sum() == 0:  # no joint ever slid: nothing to tell, the prior stands
+        weights, x = np.ones(n), x0.copy()
+        base = {'rank': 0, 'condition_number': math.nan, 'base': [],
+                'null_share': np.ones(ident.p)}
+    else:
+        weights = _weights(fit, x0)
+        base = base_parameters(fit, weights, ident.names)
+        x = consistent_fit(_combined_factor(fit, weights), x0, n, _prior_scales(fit, weights),
+                           int(fit.rows.sum()))
+    status = _status(base['null_share'], x, x0, ident.names)
+    same = [_same(x[k], x0[k], x0[10 * (k // 10):10 * (k // 10) + 10] if k < 10 * n
+                  else x0[k:k + 1]) for k in range(ident.p)]
+    for i in range(n):  # a body that stayed whole is the prior's exactly (the file omits it)
+        if all(same[10 * i:10 * i + 10]):
+            x[10 * i:10 * i + 10] = x0[10 * i:10 * i + 10]
+    stayed = [name for name, kept in zip(ident.names, same) if kept]
+    held = _holdout(ident, x, x0)
+    return {
+        'samples': ident.samples, 'rows': int(fit.rows.sum()),
+        'rank': base['rank'], 'parameters_count': ident.p,
+        'condition_number': base['condition_number'],
+        'weights_sigma': dict(zip(model.joint_names, (1.0 / np.sqrt(weights)).tolist())),
+        'base_parameters': base['base'],
+        'parameters': {name: {'urdf': float(x0[k]), 'estimate': float(x[k]),
+                              'status': status[k]} for k, name in enumerate(ident.names)},
+        'stayed_at_urdf': stayed, 'links': _links(model, x, stayed),
+        'armature': dict(zip(model.joint_names, x[10 * n:11 * n].tolist())),
+        'friction': {joint: {'viscous': float(x[11 * n + j]), 'coulomb': float(x[12 * n + j])}
+                     for j, joint in enumerate(model.joint_names)},
+        'friction_velocity_width': ident.width,
+        'residual_rms_before': _rms(fit, x0, model), 'residual_rms_after': _rms(fit, x, model),
+        'holdout': held, 'payload': _payload_change(model, ident.link, x, x0, status),
+        'solve_time_s': time.perf_counter() - started,
+    }
 
 
-def _fixed_point(G, g, kept, iterations=50):
-    """θ (10 + 2n) with the kept parameters fitted and I_O that of the fitted point mass."""
-    theta = np.zeros(len(g))
-    inertia = slice(4, 10)
-    for _ in range(iterations):
-        rhs = g[kept] - G[np.ix_(kept, range(4, 10))] @ theta[inertia]
-        x = np.linalg.solve(G[np.ix_(kept, kept)], rhs)
-        previous, theta[kept] = theta.copy(), x
-        theta[inertia] = point_mass_inertia(theta[0], theta[1:4]) if 0 in kept else 0.0
-        if np.allclose(theta, previous, rtol=1e-12, atol=1e-15):
-            break
-    if not np.isfinite(theta).all():  # no fixed point: the plain fit, I_O = 0
-        theta = np.zeros(len(g))
-        theta[kept] = np.linalg.solve(G[np.ix_(kept, kept)], g[kept])
-    return theta
+def _weights(fit, x0):
+    """1/σ_j² per joint: σ_j the RMS residual of the fit weighted by 1/RMS(tau_j)."""
+    rows = np.maximum(fit.rows, 1)
+    tau_ms = np.maximum(fit.tau_squares() / rows, 1e-12)
+    G, g, _ = fit.normal(1.0 / tau_ms)
+    x = _least_squares(G, g, x0)
+    sigma2 = fit.sse(x) / rows
+    floor = 1e-8 * tau_ms  # a noise-free run: a residual of 1e-4 of the torque
+    return 1.0 / np.maximum(sigma2, floor)
 
 
-def solve(G, g, bb, samples, model, link, names, width, rows=None):
-    """Least-squares estimates, standard errors and identifiability from normal equations of
-    `rows` rows (default: every joint of every sample).
+def _least_squares(G, g, x0):
+    """Minimum-norm (column-scaled) least-squares step from x0 on the normal equations."""
+    d = np.sqrt(np.maximum(np.diag(G), 1e-300))
+    Gs = G / np.outer(d, d)
+    step = np.linalg.lstsq(Gs, (g - G @ x0) / d, rcond=1e-10)[0]
+    return x0 + step / d
 
-    Returns a dict: samples, rows, condition_number, residual_rms_before / _after [N·m],
-    parameters {name: {estimate, std_error, identifiable, reason}}, and the payload
-    {link, mass, com, mass_std, com_std} and friction {joint: {viscous, coulomb}} with None
-    for what is not identifiable.
+
+def _combined_factor(fit, weights):
+    """R (p, p+1) with RᵀR = Σ_j w_j [A_j | tau_j]ᵀ[A_j | tau_j]."""
+    stacked = np.vstack([math.sqrt(w) * R for w, R in zip(weights, fit.R)])
+    return scipy.linalg.qr(stacked, mode='r', check_finite=False)[0][:stacked.shape[1]]
+
+
+def base_parameters(fit, weights, names):
+    """Rank, condition number and the base parameters with their standard errors.
+
+    Pivoted QR of the column-scaled weighted regressor A D (D = column norms⁻¹): its first r
+    pivots B are independent, the others D' regroup into them, A_{D'} = A_B K, so the base
+    parameters are β = x_B + K x_{D'}. Their OLS estimate and covariance: β̂ = (A_BᵀWA_B)⁻¹
+    A_BᵀW tau, s²(A_BᵀWA_B)⁻¹, s² the weighted residual per degree of freedom.
     """
-    rows = samples * model.n if rows is None else rows
-    candidates = [0, 1, 2, 3] + list(range(10, len(g)))
-    kept, cond = (_excited(G, candidates, rows / model.n) if rows > len(candidates)
-                  else ([], float('nan')))
-    theta = _fixed_point(G, g, kept) if kept else np.zeros(len(g))
-    sse = max(bb - 2 * theta @ g + theta @ G @ theta, 0.0)
-    dof = max(rows - len(kept), 1)
-    cov = np.zeros((len(g), len(g)))
-    if kept:
-        cov[np.ix_(kept, kept)] = sse / dof * np.linalg.inv(G[np.ix_(kept, kept)])
+    R = _combined_factor(fit, weights)
+    A, b = R[:, :-1], R[:, -1]
+    norms = np.linalg.norm(A, axis=0)
+    scale = np.where(norms > 1e-12 * norms.max(), norms, 1.0)
+    Rq, pivots = scipy.linalg.qr(A / scale, mode='r', pivoting=True, check_finite=False)
+    diag = np.abs(np.diag(Rq))
+    rank = int(np.sum(diag > RANK_TOLERANCE * diag[0]))
+    B, rest = pivots[:rank], pivots[rank:]
+    K = np.linalg.solve(Rq[:rank, :rank], Rq[:rank, rank:])  # scaled regrouping
+    K = K * scale[rest][None, :] / scale[B][:, None]
+    A_B = A[:, B]
+    beta, *_ = np.linalg.lstsq(A_B, b, rcond=None)
+    dof = max(int(fit.rows.sum()) - rank, 1)
+    s2 = float(np.sum((A_B @ beta - b) ** 2)) / dof
+    cov = s2 * np.linalg.inv(A_B.T @ A_B)
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    positive = [0] + list(range(10, len(g)))  # mass, friction coefficients, armature
-    params = {}
-    for i in candidates:
-        reason = ('not excited by this motion' if i not in kept else
-                  UNCERTAIN if std[i] > MAX_RELATIVE_STD * abs(theta[i]) else
-                  NEGATIVE if theta[i] < 0 and i in positive else None)
-        params[names[i]] = {'estimate': float(theta[i]) if i in kept else None,
-                            'std_error': float(std[i]) if i in kept else None,
-                            'identifiable': reason is None, 'reason': reason}
-    return {'link': link, 'friction_velocity_width': width, 'samples': samples, 'rows': rows,
-            'condition_number': cond,
-            'residual_rms_before': float(np.sqrt(bb / max(rows, 1))),
-            'residual_rms_after': float(np.sqrt(sse / max(rows, 1))),
-            'parameters': params, 'payload': _payload(theta, cov, params, link),
-            'friction': _friction(params, model), 'armature': _armature(params, model)}
+    singular = np.linalg.svd(A_B / scale[B], compute_uv=False)
+    base = []
+    for k, column in enumerate(B):
+        regrouped = {names[rest[m]]: float(K[k, m]) for m in range(len(rest))
+                     if abs(K[k, m]) > 1e-9}
+        base.append({'name': names[column], 'regrouped': regrouped, 'estimate': float(beta[k]),
+                     'std_error': float(std[k]),
+                     'std_percent': float(100 * std[k] / abs(beta[k])) if beta[k] else math.inf})
+    _, s, Vt = np.linalg.svd(A / scale, full_matrices=True)
+    null = Vt[np.sum(s > RANK_TOLERANCE * s[0]):]  # scaled directions the motion does not see
+    return {'rank': rank, 'condition_number': float(singular[0] / singular[-1]), 'base': base,
+            'null_share': np.linalg.norm(null, axis=0) if len(null) else np.zeros(A.shape[1])}
 
 
-def _payload(theta, cov, params, link):
-    """Mass [kg] and com c = h / m [m] with standard errors (delta method), or None."""
-    out = {'link': link, 'mass': None, 'mass_std': None, 'com': None, 'com_std': None}
-    if not params['mass']['identifiable'] or theta[0] <= 0:
-        return out
-    m, h = theta[0], theta[1:4]
-    out['mass'], out['mass_std'] = float(m), params['mass']['std_error']
-    J = np.hstack([-h[:, None] / m ** 2, np.eye(3) / m])  # dc / d(m, h)
-    com_std = np.sqrt(np.maximum(np.diag(J @ cov[:4, :4] @ J.T), 0.0))
-    com = h / m
-    ok = [params[f'h_{a}']['identifiable'] for a in 'xyz']
-    out['com'] = [float(c) if k else None for c, k in zip(com, ok)]
-    out['com_std'] = [float(s) if k else None for s, k in zip(com_std, ok)]
-    ill = [f'{a} {c:.3g} ± {s:.2g} m' for a, c, s, k in zip('xyz', com, com_std, ok)
-           if k and (abs(c) > MAX_COM_DISTANCE
-                     or s > max(MAX_RELATIVE_STD * abs(c), COM_TOLERANCE))]
-    if ill:  # c = h / m of a mass too small for its h: the whole payload is noise
-        reason = f'centre of mass ill-conditioned ({", ".join(ill)} for {m:.3g} kg)'
-        params['mass'].update(identifiable=False, reason=reason)
-        return {**out, 'mass': None, 'mass_std': None, 'com': None, 'com_std': None}
+def _prior_scales(fit, weights):
+    """s_k of the armature and friction columns: 1 / (ε √w_j max(RMS(column), floor)), so
+    that the prior counts as ε² = 1e-6 row of the column's weighted effect: it holds what a
+    joint that never moved cannot tell, and leaves to the links' D how an armature and its
+    link's I_zz share a sum the motion sees (the link stays as the URDF says)."""
+    n = len(fit.R)
+    scales = np.empty(3 * n)
+    for j, R in enumerate(fit.R):
+        rows = max(fit.rows[j], 1)
+        for m, floor in enumerate(MIN_COLUMN_RMS.values()):
+            rms = math.sqrt(np.sum(R[:, 10 * n + m * n + j] ** 2) / rows)
+            scales[m * n + j] = 1.0 / (PRIOR_JOINT * math.sqrt(weights[j]) * max(rms, floor))
+    return scales
+
+
+# pseudo-inertia J = [[Σ, h], [hᵀ, m]], Σ = ½ tr(I_O) 1 - I_O, as a linear map of θ (16, 10)
+_J_MAP = np.zeros((4, 4, 10))
+_J_MAP[3, 3, 0] = 1.0
+for _a in range(3):
+    _J_MAP[_a, 3, 1 + _a] = _J_MAP[3, _a, 1 + _a] = 1.0
+for _k, (_r, _c) in enumerate(((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))):
+    if _r == _c:
+        _J_MAP[:3, :3, 4 + _k] += 0.5 * np.eye(3)
+        _J_MAP[_r, _c, 4 + _k] -= 1.0
+    else:
+        _J_MAP[_r, _c, 4 + _k] = _J_MAP[_c, _r, 4 + _k] = -1.0
+J_MAP = _J_MAP.reshape(16, 10)
+
+
+def pseudo_inertia(theta):
+    """J (4×4) of a body's 10 parameters: J ⪰ 0 iff some mass distribution has them."""
+    return (J_MAP @ np.asarray(theta, float)).reshape(4, 4)
+
+
+def _prior_pseudo_inertia(theta, mass_scale):
+    """J⁰ of the URDF, made positive definite if it is not (a point mass, a massless link):
+    plus a sphere of 1e-3 × `mass_scale` kg, radius 5 cm, at the origin."""
+    J = pseudo_inertia(theta)
+    m = 1e-3 * mass_scale
+    sphere = np.diag([m * 0.05 ** 2 / 5] * 3 + [m])  # Σ = ∫ x xᵀ dm = m r²/5 · 1
+    d = np.sqrt(np.diag(J + sphere))
+    if np.linalg.eigvalsh(J / np.outer(d, d))[0] < 1e-6:
+        J = J + sphere
+    return J
+
+
+def consistent_fit(R, x0, n, scales, rows):
+    """The convex program of the module docstring; x (13n,). SolverError if none found.
+
+    R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖²; the
+    data term is written about the prior x0, on columns scaled to unit norm."""
+    import cvxpy as cp
+    p = len(x0)
+    norms = np.linalg.norm(R[:, :-1], axis=0)
+    scale = np.where(norms > 1e-12 * norms.max(), norms, 1.0)
+    residual0 = R[:, :-1] @ x0 - R[:, -1]
+    z = cp.Variable(p)  # x = x0 + z / scale
+    x = x0 + cp.multiply(z, 1.0 / scale)
+    mass_scale = max(float(np.mean(x0[0:10 * n:10])), 1e-3)
+    divergence = 0
+    for i in range(n):
+        theta = x[10 * i:10 * i + 10]
+        J0 = _prior_pseudo_inertia(x0[10 * i:10 * i + 10], mass_scale)
+        J = cp.reshape(J_MAP @ theta, (4, 4), order='C')
+        divergence += (-cp.log_det((J + J.T) / 2) + np.linalg.inv(J0).reshape(-1) @ J_MAP
+                       @ theta + math.log(np.linalg.det(J0)) - 4.0)
+    extra = x[10 * n:]
+    objective = (cp.sum_squares((R[:, :-1] / scale) @ z + residual0) + PRIOR_WEIGHT * divergence
+                 + cp.sum_squares(cp.multiply(extra - x0[10 * n:], 1.0 / scales)))
+    problem = cp.Problem(cp.Minimize(objective / max(rows, 1)), [extra >= 0])
+    try:
+        problem.solve(solver=cp.CLARABEL)
+    except cp.SolverError as error:
+        raise SolverError(f'the identification program failed: {error}') from None
+    if z.value is None or problem.status not in ('optimal', 'optimal_inaccurate'):
+        raise SolverError(f'the identification program ended {problem.status!r}')
+    return x0 + np.asarray(z.value, dtype=float) / scale
+
+
+def _status(null_share, x, x0, names):
+    """Per parameter: identified (its direction fully seen), only in combination, not seen."""
+    out = []
+    for k in range(len(names)):
+        share = null_share[k]
+        out.append(IDENTIFIED if share < 1e-3 else NOT_SEEN if share > 1 - 1e-6 else COMBINED)
     return out
 
 
-def _armature(params, model):
-    """{joint: armature [kg·m²] or None}."""
-    return {joint: params[f'{joint}.armature']['estimate']
-            if params[f'{joint}.armature']['identifiable'] else None
-            for joint in model.joint_names}
+def _same(value, prior, group):
+    """value equals prior within 1e-4 of the group's scale (a body's largest |θ|)."""
+    return abs(value - prior) <= 1e-4 * max(np.max(np.abs(group)), 1e-9)
 
 
-def _friction(params, model):
+def _rms(rows, x, model):
+    """{joint: RMS residual [N·m]} of x on these rows."""
+    return {j: float(math.sqrt(e / max(c, 1))) for j, e, c in zip(
+        model.joint_names, rows.sse(x), rows.rows)}
+
+
+def _holdout(ident, x, x0):
+    """Relative RMS per joint on the held-out rows: the URDF's (prior) and the identified."""
+    held = ident.held
+    tau2 = held.tau_squares()
+    out = {'source': 'second bag' if ident.second_bag else
+           f'every {HOLDOUT_EVERY}th {HOLDOUT_BLOCK:g}-s block of this bag', 'joints': {}}
+    for j, joint in enumerate(ident.model.joint_names):
+        if held.rows[j] == 0 or tau2[j] <= 0:
+            out['joints'][joint] = {'rows': 0, 'urdf': None, 'identified': None}
+            continue
+        before, after = held.sse(x0)[j], held.sse(x)[j]
+        out['joints'][joint] = {'rows': int(held.rows[j]),
+                                'urdf': math.sqrt(before / tau2[j]),
+                                'identified': math.sqrt(after / tau2[j])}
+    return out
+
+
+def _links(model, x, stayed=()):
+    """{link: {mass, com, inertia (ixx ixy ixz iyy iyz izz about the com)}} of each body that
+    moved from the prior (a body whose 10 parameters all stayed is left out)."""
     out = {}
-    for joint in model.joint_names:
-        out[joint] = {kind: params[f'{joint}.{kind}']['estimate']
-                      if params[f'{joint}.{kind}']['identifiable'] else None
-                      for kind in ('viscous', 'coulomb')}
+    for i, link in enumerate(body_link_names(model)):
+        if all(f'{link}.{p}' in stayed for p in PARAMETER_NAMES) or x[10 * i] <= 0:
+            continue
+        mass, com, inertia = link_inertial(x[10 * i:10 * i + 10])
+        out[link] = {'mass': mass, 'com': com.tolist(),
+                     'inertia': inertia[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]].tolist()}
     return out
 
 
-def parameters_yaml(result, model=None, joints=None):
+def _payload_change(model, link, x, x0, status):
+    """The mass [kg] and first moment identified on `link`'s body beyond the URDF's."""
+    if link is None:
+        return None
+    body = model.link_frame(link)[0]
+    if body < 0:
+        return None
+    k = 10 * body
+    return {'link': link, 'body_link': body_link_names(model)[body],
+            'mass_change': float(x[k] - x0[k]), 'mass_status': status[k],
+            'first_moment_change': (x[k + 1:k + 4] - x0[k + 1:k + 4]).tolist()}
+
+
+# ---------------------------------------------------------------------------- the file
+
+
+def parameters_yaml(result, model=None, joints=None, clear_payload=False):
     """The identified parameters as a ROS 2 parameters file for the node (`--params-file`).
 
-    Only identifiable values are written; a com component that is not is written as 0 (the
-    node's default) and said so in a comment. Per-joint values are written for the controlled
-    `joints` only (the run's: its reference's names; None: the node's default joints), as the
-    node refuses a per-joint parameter of a joint it does not control (a gripper's finger).
-    Each value is checked against the parameter table, and with `model` (the RobotModel
-    fitted) the whole against `validate_parameters` with those joints (the payload is left out
-    if that refuses it): the node always starts with the file.
+    links.<link>.mass/.com/.inertia of every moving body (the link moved by a joint with what
+    is fixed to it, a payload carried included), armature.<joint> and friction.<joint>.* of
+    the controlled `joints` (default the node's default joints), friction_velocity_width, and
+    with `clear_payload` (the prior had one) payload.link '': a payload carried during the run
+    is inside its link's body now, and must not be added twice. Each value is checked against
+    the parameter table and, with `model`, the whole against `validate_parameters`: the node
+    always starts with the file. ParameterError if it would not.
     """
-    missing = [name for name, p in result['parameters'].items() if not p['identifiable']]
-    entries, refused = _accepted(_entries(result), model, joints)
-    lines = ['# Identified by rnea-validate --identify (linear least squares on the RNEA',
-             f"# residual, {result['samples']} samples, condition number "
-             f"{result['condition_number']:.3g}). Not identifiable from this motion:"]
-    lines += [f'#   {name}' for name in missing] or ['#   (none)']
-    lines += [f'# Left out, the node would refuse it: {text}' for text in refused]
-    params = {}
+    if joints is None and model is not None:
+        joints = default_joints(model)
+    entries = [(('links', link, key), value) for link, values in result['links'].items()
+               for key, value in (('mass', values['mass']), ('com', values['com']),
+                                  ('inertia', values['inertia']))]
+    if clear_payload:
+        entries.append((('payload', 'link'), ''))
+    for joint, value in result['armature'].items():
+        entries.append((('armature', joint), float(value)))
+    for joint, friction in result['friction'].items():
+        entries += [(('friction', joint, kind), float(v)) for kind, v in friction.items()]
+    entries.append((('friction_velocity_width',), result['friction_velocity_width']))
+    entries = [(path, value) for path, value in entries if _controlled(path, joints)]
     for path, value in entries:
-        node = params
+        parameters.check('.'.join(path), value)
+    if model is not None:
+        validate_parameters({**{'.'.join(p): v for p, v in entries},
+                             'joints': list(joints)}, model)
+    tree = {}
+    for path, value in entries:
+        node = tree
         for key in path[:-1]:
             node = node.setdefault(key, {})
         node[path[-1]] = value
-    body = yaml.safe_dump({'/**': {'ros__parameters': params}}, sort_keys=False,
-                          default_flow_style=None)
-    return '\n'.join(lines) + '\n' + body
+    body = yaml.safe_dump({'/**': {'ros__parameters': tree}}, sort_keys=False,
+                          default_flow_style=None, width=99)
+    return _header(result) + body
 
 
-def _entries(result):
-    """[(parameter path, value)] of every identified value, rounded to 6 decimals."""
-    entries = []
-    payload = result['payload']
-    if payload['mass'] is not None:
-        entries += [(('payload', 'link'), payload['link']),
-                    (('payload', 'mass'), round(payload['mass'], 6)),
-                    (('payload', 'com'), [round(c, 6) if c is not None else 0.0
-                                          for c in payload['com']])]
-    for joint, friction in result['friction'].items():
-        entries += [(('friction', joint, kind), round(value, 6))
-                    for kind, value in friction.items() if value is not None]
-    if any(path[0] == 'friction' for path, _ in entries):
-        entries.append((('friction_velocity_width',), result['friction_velocity_width']))
-    entries += [(('armature', joint), round(value, 6))
-                for joint, value in result.get('armature', {}).items() if value is not None]
-    return entries
+def _controlled(path, joints):
+    joint = joint_of_parameter('.'.join(path))
+    return joint is None or joints is None or joint in joints
 
 
-def _accepted(entries, model, joints=None):
-    """(the entries the node accepts, the reasons of those it would refuse)."""
-    kept, refused = [], []
-    if joints is None and model is not None:
-        joints = default_joints(model)
-    for path, value in entries:
-        name = '.'.join(path)
-        joint = joint_of_parameter(name)
-        if joints is not None and joint is not None and joint not in joints:
-            refused.append(f'{name}: {joint!r} is not a controlled joint of this run')
-            continue
-        try:
-            kept.append((path, parameters.check(name, value)))
-        except ParameterError as error:
-            refused.append(str(error))
-    if model is None:
-        return kept, refused
-    values = {'.'.join(path): value for path, value in kept}
+def _header(result):
+    stayed = result['stayed_at_urdf']
+    held = result['holdout']['joints']
+    lines = ['# Identified by rnea-validate --identify: every moving body (a link with what is',
+             "# fixed to it, a payload carried included) and each joint's armature and friction",
+             f"# ({result['samples']} samples, regressor rank {result['rank']} of "
+             f"{result['parameters_count']}, condition number {result['condition_number']:.3g}).",
+             '# Held-out relative torque RMS per joint, URDF -> identified:']
+    lines += [f"#   {joint}: {_pct(h['urdf'])} -> {_pct(h['identified'])}"
+              for joint, h in held.items()]
+    lines.append(f'# Stayed at the prior (URDF) value: {len(stayed)} parameters, e.g. '
+                 + ', '.join(stayed[:6]) if stayed else '# Every parameter moved from the prior.')
+    return '\n'.join(lines) + '\n'
+
+
+def _pct(value):
+    return '-' if value is None else f'{100 * value:.2f} %'
+
+
+def parameters_from_file(path):
+    """{name: value} of a ROS 2 parameters file's '/**' (or any node's) ros__parameters."""
     try:
-        validate_parameters({**values, 'joints': list(joints)}, model)
-    except ParameterError as error:
-        refused.append(f'the payload: {error}')
-        kept = [(path, value) for path, value in kept if path[0] != 'payload']
-    return kept, refused
+        tree = yaml.safe_load(open(path).read())
+    except (OSError, yaml.YAMLError) as error:
+        raise ParameterError(f'cannot read parameters file {path}: {error}') from None
+    if not isinstance(tree, dict):
+        raise ParameterError(f'{path}: not a ROS 2 parameters file (no mapping)')
+    values = {}
+    for node in tree.values():
+        if isinstance(node, dict) and isinstance(node.get('ros__parameters'), dict):
+            values.update(dict(_flatten(node['ros__parameters'])))
+    return values
+
+
+def _flatten(tree, prefix=''):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f'{prefix}{key}.')
+        else:
+            yield f'{prefix}{key}', value
+
+
+def corrected_urdf(urdf_text, model, links):
+    """The URDF with each identified body's <inertial> on its link and none on the links
+    fixed to it (their inertia is in the body's): `links` {link: {mass, com, inertia}} as in
+    the result. Pinocchio and MuJoCo load it; their dynamics are the node's with the file."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(urdf_text)
+    bodies = body_link_names(model)
+    elements = {link.get('name'): link for link in root.findall('link')}
+    for name, values in links.items():
+        body = bodies.index(name)
+        for other, (b, _, _) in model.link_frames.items():
+            if b == body and other != name and other in elements:
+                for inertial in elements[other].findall('inertial'):
+                    elements[other].remove(inertial)
+        for inertial in elements[name].findall('inertial'):
+            elements[name].remove(inertial)
+        inertial = ET.SubElement(elements[name], 'inertial')
+        ET.SubElement(inertial, 'origin', xyz=' '.join(repr(float(c)) for c in values['com']),
+                      rpy='0 0 0')
+        ET.SubElement(inertial, 'mass', value=repr(float(values['mass'])))
+        ET.SubElement(inertial, 'inertia', **{k: repr(float(v)) for k, v in zip(
+            ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz'), values['inertia'])})
+    return ET.tostring(root, encoding='unicode')

@@ -7,7 +7,7 @@ the effective delay; the payload; the identification, if any; the verdict.
 """
 import math
 
-from rnea_controller.analysis.identify import NEGATIVE
+from rnea_controller.analysis.identify import NOT_SEEN
 
 
 def _fmt(value, scale=1.0, digits=3):
@@ -73,40 +73,52 @@ def _payload_line(residual):
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
 
 
-def _estimate(value, std, unit, digits=4):
-    if value is None:
-        return 'not identifiable from this motion'
-    return f'{value:.{digits}g} ± {std:.2g} {unit}'
-
-
-def _parameter(result, name, unit):
-    """An estimate ± its standard error, or why it is not given."""
-    p = result['parameters'][name]
-    if p['identifiable']:
-        return _estimate(p['estimate'], p['std_error'], unit)
-    if p['reason'] == NEGATIVE:
-        return _estimate(p['estimate'], p['std_error'], unit) + f' ({NEGATIVE}: left out)'
-    return f"not identifiable from this motion ({p['reason']})"
-
-
 def _identification_lines(result):
-    """The fitted payload, friction and armature, each with its standard error, or the
-    refusal."""
-    payload = result['payload']
-    lines = [f"identification ({result['samples']} samples, condition number "
-             f"{result['condition_number']:.3g}, residual RMS {result['residual_rms_before']:.3g}"
-             f" -> {result['residual_rms_after']:.3g} N·m):",
-             f"  payload on {payload['link']}: mass " + _parameter(result, 'mass', 'kg')]
-    if payload['mass'] is not None:
-        lines.append('  centre of mass [m]: ' + ', '.join(
-            f'{axis} ' + _estimate(c, s, '') for axis, c, s in zip('xyz', payload['com'],
-                                                                   payload['com_std'])))
-    for joint in result['friction']:
-        cells = [f"{kind} {_parameter(result, f'{joint}.{kind}', unit)}"
-                 for kind, unit in (('viscous', 'N·m·s/rad'), ('coulomb', 'N·m'),
-                                    ('armature', 'kg·m²'))]
-        lines.append(f'  {joint}: ' + ', '.join(cells))
+    """What the identification found and how well it predicts held-out torques."""
+    lines = [f"identification ({result['samples']} samples, {result['rows']} joint rows; "
+             f"regressor rank {result['rank']} of {result['parameters_count']}, condition "
+             f"number {result['condition_number']:.3g}; solved in "
+             f"{result['solve_time_s']:.2f} s):"]
+    held = result['holdout']
+    lines.append(f"  held-out relative torque RMS ({held['source']}), URDF -> identified:")
+    for joint, h in held['joints'].items():
+        lines.append(f"    {joint}: {_fmt(h['urdf'], 100, 2)} % -> "
+                     f"{_fmt(h['identified'], 100, 2)} % ({h['rows']} rows)")
+    lines.append('  fit residual RMS [N·m], URDF -> identified: ' + ', '.join(
+        f"{j} {_fmt(b)} -> {_fmt(result['residual_rms_after'][j])}"
+        for j, b in result['residual_rms_before'].items()))
+    base = sorted(result['base_parameters'], key=lambda b: b['std_percent'])
+    if base:
+        worst = base[-1]
+        lines.append(f"  base parameters: {len(base)}, standard error median "
+                     f"{base[len(base) // 2]['std_percent']:.3g} %, largest "
+                     f"{worst['std_percent']:.3g} % ({worst['name']} = {worst['estimate']:.3g}"
+                     '; report.json lists each)')
+    stayed, unseen = result['stayed_at_urdf'], [
+        name for name, p in result['parameters'].items() if p['status'] == NOT_SEEN]
+    lines.append(f'  not seen by this motion ({len(unseen)}): {_names(unseen)}')
+    lines.append(f'  stayed at the URDF value ({len(stayed)}): {_names(stayed)}')
+    parameters = result['parameters']
+    for link, body in result['links'].items():
+        urdf = parameters[f'{link}.m']['urdf']
+        lines.append(f"  {link}: mass {urdf:.4g} -> {body['mass']:.4g} kg, com "
+                     f"[{', '.join(f'{c:.4g}' for c in body['com'])}] m")
+    for joint, friction in result['friction'].items():
+        lines.append(f"  {joint}: armature {result['armature'][joint]:.4g} kg·m², viscous "
+                     f"{friction['viscous']:.4g} N·m·s/rad, coulomb {friction['coulomb']:.4g} N·m")
+    payload = result.get('payload')
+    if payload:
+        lines.append(f"  payload on {payload['link']}: merged into the body of "
+                     f"{payload['body_link']}, its mass {payload['mass_change']:+.4g} kg from "
+                     f"the URDF's (that mass {payload['mass_status']})")
     return lines
+
+
+def _names(names, shown=12):
+    if not names:
+        return 'none'
+    more = f' and {len(names) - shown} more' if len(names) > shown else ''
+    return ', '.join(names[:shown]) + more
 
 
 def _diagnostics_lines(diagnostics, keys=('overruns', 'rejected messages',

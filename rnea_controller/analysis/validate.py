@@ -2,11 +2,15 @@
 
 Reads the bag (`bagio`) once, chunk by chunk, through the statistics: tracking, timing,
 saturation and model residual (`metrics`), effective delay (`delay`), range of motion
-(`motion`) and, with --identify, the payload and friction fit (`identify`). Writes report.json,
-report.md (`report`), PNG plots (`plots`) and identified_parameters.yaml into the output
-directory. Exit 0 when every check passes; 1 when one fails (thresholds given, and always: an
-idle run, non-finite or over-limit commands); 2 on bad input (missing topic, empty or corrupt
-bag, unknown joints, a URDF that does not match the bag).
+(`motion`) and, with --identify, every moving body's inertial parameters and each joint's
+armature and friction (`identify`), checked on held-out rows (a second bag, --holdout).
+Writes report.json, report.md (`report`), PNG plots (`plots`) and identified_parameters.yaml
+into the output directory. --params-file takes a parameters file of the node (e.g. the one
+identified from an earlier bag): its links, armature, friction and payload make the model
+the residual is computed with and the identification starts from.
+Exit 0 when every check passes; 1 when one fails (thresholds given, and always: an idle run,
+non-finite or over-limit commands); 2 on bad input (missing topic, empty or corrupt bag,
+unknown joints, a URDF that does not match the bag).
 
 Python API (used by the demo):
 
@@ -24,11 +28,17 @@ import numpy as np
 
 from rnea_controller.analysis import bagio, metrics
 from rnea_controller.analysis.delay import DelayStats
-from rnea_controller.analysis.identify import DEFAULT_WIDTH, Identification, parameters_yaml
+from rnea_controller.analysis.identify import (
+    DEFAULT_WIDTH,
+    Identification,
+    parameters_from_file,
+    parameters_yaml,
+)
 from rnea_controller.analysis.motion import motion_failures, motion_report, RangeStats
 from rnea_controller.analysis.report import format_markdown, format_table
+from rnea_controller.control.law import validate_parameters
 from rnea_controller.dynamics.model import RobotModel
-from rnea_controller.errors import BagError, RneaControllerError
+from rnea_controller.errors import BagError, ParameterError, RneaControllerError
 from rnea_controller.interrupt import interrupt_once
 
 DEFAULT_TOPICS = {
@@ -150,12 +160,14 @@ def check_joints(bag, topics, model):
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
-    def __init__(self, model, names, t0, run_start, payload_link, identify_width=None):
+    def __init__(self, model, names, t0, run_start, payload_link, identify_width=None,
+                 prior_friction=None, holdout=False):
         self.model, self.names = model, names
         self.run_start = run_start  # bag time [ns] of the controller's first reference
         self.before_run = 0  # joint states recorded before it
         self.identification = None if identify_width is None else Identification(
-            model, payload_link, identify_width)
+            model, payload_link, identify_width, prior_friction=prior_friction,
+            holdout=holdout)
         self.columns = [model.joint_index(n) for n in names]
         limits = model.effort_limits[self.columns]
         self.loop = metrics.TimingStats(t0)
@@ -243,7 +255,8 @@ class _Diagnostics:
 
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
                  progress=True, payload_link=None, plots=True, chunk_size=20000,
-                 locked_joints=None, identify=False, friction_velocity_width=DEFAULT_WIDTH):
+                 locked_joints=None, identify=False, friction_velocity_width=DEFAULT_WIDTH,
+                 params_file=None, holdout=None):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -259,9 +272,14 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         locked_joints: joints of the URDF to treat as fixed (e.g. a gripper's fingers); the
             joints the joint states lack and the controller did not control are fixed too
             (`absent_joints`)
-        identify: also fit the payload on `payload_link` and each joint's friction
-            (`identify.py`); writes identified_parameters.yaml for the node's --params-file
+        identify: also identify every moving body's inertial parameters and each joint's
+            armature and friction (`identify.py`); writes identified_parameters.yaml for the
+            node's --params-file (a payload on `payload_link` is part of its link's body)
         friction_velocity_width: w [rad/s] of the friction model fc·tanh(qd / w), as the node's
+        params_file: a parameters file of the node (links.*, armature.*, friction.*,
+            payload.*, gravity): the model is the node's with it, and the identification's prior
+        holdout: a second bag of the same arm: the identification's held-out check predicts
+            its torques (default: blocks of this bag are held out)
     Raises:
         RneaControllerError (BagError, UrdfError, ...) on bad input.
     """
@@ -277,12 +295,18 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
             model, source = load_model(bag, topics, urdf_path, {**dict.fromkeys(
                 locked_joints or (), 0.0), **absent})
         names, t0, run_start = check_joints(bag, topics, model)
+        model, prior_friction, carried = _configured(model, names, params_file)
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
         analysis = _Analysis(model, names, t0, run_start, payload_link,
-                             friction_velocity_width if identify else None)
+                             friction_velocity_width if identify else None, prior_friction,
+                             holdout is not None)
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
+        if identify and holdout is not None:
+            _stream_holdout(holdout, topics, model, analysis.identification, chunk_size)
         report = _summary(bag, topics, model, source, names, analysis)
+        if params_file is not None:
+            report['model'].update(params_file=str(params_file), params_file_payload=carried)
     failures = check_thresholds(report, thresholds or {})
     report['thresholds'] = {k: float(v) for k, v in (thresholds or {}).items()}
     report['failures'] = failures
@@ -290,6 +314,39 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     files = write_outputs(Path(output_dir), report, failures, analysis if plots else None,
                           model)
     return ValidationResult(report, failures, files)
+
+
+def _configured(model, names, params_file):
+    """(the model with the parameters file's links, armature, payload and gravity; the prior
+    friction (viscous, coulomb) per model joint; the file's payload link or ''), or
+    (model, None, '') without a file."""
+    if params_file is None:
+        return model, None, ''
+    values = parameters_from_file(params_file)
+    values = {k: v for k, v in values.items() if k not in ('robot_description',)}
+    try:
+        cfg = validate_parameters({**values, 'joints': list(names)}, model)
+    except ParameterError as error:
+        raise ParameterError(f'--params-file {params_file}: {error}') from None
+    viscous, coulomb = np.array(model.damping), np.array(model.friction)
+    viscous[cfg.index], coulomb[cfg.index] = cfg.viscous, cfg.coulomb
+    return cfg.model, (viscous, coulomb), values.get('payload.link') or ''
+
+
+def _stream_holdout(path, topics, model, identification, chunk_size):
+    """Feed the joint states of a second bag (the held-out motion) to the identification."""
+    topic = topics['joint_states']
+    with bagio.BagReader(path) as bag:
+        bag.require_messages()
+        bag.require(topic, bagio.JOINT_STATE)
+        names = list(bag.first(topic).name)
+        missing = [n for n in model.joint_names if n not in names]
+        if missing:
+            raise BagError(f'held-out bag {str(path)!r}: model joints {missing} are not in '
+                           f'{topic} (it has {names})')
+        for _, chunk in bag.stream({topic: ('joint_state', model.joint_names)}, chunk_size):
+            identification.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort,
+                                  held_out=True)
 
 
 def _stream(bag, topics, model, names, analysis, progress, chunk_size):
@@ -387,7 +444,8 @@ def write_outputs(output_dir, report, failures, analysis, model=None):
     if 'identification' in report:
         files['parameters'] = output_dir / 'identified_parameters.yaml'
         files['parameters'].write_text(parameters_yaml(
-            report['identification'], model, report['model']['controlled_joints']))
+            report['identification'], model, report['model']['controlled_joints'],
+            clear_payload=bool(report['model'].get('params_file_payload'))))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files
@@ -442,9 +500,17 @@ def build_parser():
                             default=topic, metavar='TOPIC', help=f'default {topic}')
     parser.add_argument('--payload-link', help='link of the payload estimate '
                         '(default: the link of the last joint)')
-    parser.add_argument('--identify', action='store_true', help='fit the payload on '
-                        "--payload-link and each joint's viscous and Coulomb friction; write "
-                        "identified_parameters.yaml (for the node's --params-file)")
+    parser.add_argument('--identify', action='store_true', help="identify every moving "
+                        "body's mass, centre of mass and inertia and each joint's armature, "
+                        'viscous and Coulomb friction (physically consistent, regularised '
+                        "toward the URDF); write identified_parameters.yaml (for the node's "
+                        '--params-file)')
+    parser.add_argument('--holdout', metavar='BAG2', help='with --identify: a second bag of '
+                        'another motion whose torques the identified model must predict '
+                        '(default: every 5th 3-second block of BAG is held out)')
+    parser.add_argument('--params-file', metavar='YAML', help='parameters file of the node '
+                        '(e.g. an earlier identified_parameters.yaml): the model is the '
+                        "node's with it, and --identify starts from it")
     parser.add_argument('--friction-velocity-width', type=float, default=DEFAULT_WIDTH,
                         metavar='RAD_S', help='w of the friction model fc·tanh(qd / w), as the '
                         f"node's friction_velocity_width (default {DEFAULT_WIDTH})")
@@ -475,7 +541,8 @@ def main(argv=None):
                               thresholds=thresholds, progress=not args.no_progress,
                               payload_link=args.payload_link, plots=not args.no_plots,
                               locked_joints=args.locked_joints, identify=args.identify,
-                              friction_velocity_width=args.friction_velocity_width)
+                              friction_velocity_width=args.friction_velocity_width,
+                              params_file=args.params_file, holdout=args.holdout)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, the shell's code for it
         print('rnea-validate: interrupted', file=sys.stderr)
         return 130

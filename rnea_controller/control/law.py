@@ -57,7 +57,7 @@ max(0, floor - M_ii(q0)); feedforward_pd's default gains scale by max(M_ii(q0), 
 geared arm whose rotor inertia is not (yet) told: the stiffness it keeps is Kp·floor.
 """
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import time
 
 from numba import njit, typeof, types
@@ -65,9 +65,10 @@ from numba.experimental import structref
 import numpy as np
 
 from rnea_controller.control import parameters
-from rnea_controller.control.parameters import joint_of_parameter
-from rnea_controller.dynamics import rnea_kernel
+from rnea_controller.control.parameters import joint_of_parameter, link_of_parameter
+from rnea_controller.dynamics import rnea_kernel, spatial
 from rnea_controller.dynamics.model import RobotModel
+from rnea_controller.dynamics.regressor import body_link_names
 from rnea_controller.dynamics.rnea import body_forces, mass_matrix, rnea
 from rnea_controller.errors import DimensionError, ModelError, ParameterError
 
@@ -215,6 +216,40 @@ def _friction(values, model, joints, index):
     return viscous, coulomb, notes
 
 
+def _with_links(values, model):
+    """The model with `links.<link>.mass/.com/.inertia` replacing those bodies' inertias.
+
+    A body is the link moved by a joint with every link fixed to it (issue 30: what
+    `rnea-validate --identify` identifies); the three are given together, and physically
+    consistent (mass > 0; principal moments about the com positive, each at most the sum of
+    the other two: the triangle inequality, i.e. the pseudo-inertia is positive semi-definite).
+    """
+    links = body_link_names(model)
+    given = {link_of_parameter(name) for name, value in values.items()
+             if value is not None and link_of_parameter(name) is not None}
+    unknown = sorted(given - set(links))
+    if unknown:
+        raise ParameterError(f'links.{unknown[0]}: {unknown[0]!r} is not a link moved by a joint '
+                             f'of the model (those are {", ".join(links)})')
+    inertias = np.array(model.inertias)
+    for link in given:
+        mass, com, inertia = (values.get(f'links.{link}.{key}')
+                              for key in ('mass', 'com', 'inertia'))
+        if mass is None or com is None or inertia is None:
+            raise ParameterError(f'links.{link}: set .mass, .com and .inertia together (an '
+                                 'identified body is all three)')
+        ixx, ixy, ixz, iyy, iyz, izz = inertia
+        I_c = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
+        moments = np.linalg.eigvalsh(np.trace(I_c) / 2 * np.eye(3) - I_c)
+        if moments[0] < -1e-9 * max(np.trace(I_c), 1e-12):
+            raise ParameterError(f'links.{link}.inertia = {list(inertia)}: no mass distribution '
+                                 'has it (a principal moment is negative or larger than the '
+                                 'sum of the other two)')
+        inertias[links.index(link)] = spatial.spatial_inertia(float(mass), np.array(com, float),
+                                                              I_c)
+    return replace(model, inertias=inertias) if given else model
+
+
 def _with_payload_and_gravity(values, model):
     """The model with `payload.*` attached and `gravity` set, or ParameterError."""
     ixx, ixy, ixz, iyy, iyz, izz = values['payload.inertia']
@@ -309,7 +344,8 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     joints = _controlled_joints(values, model)
     _check_each(values, joints)
     law = values['control_law']
-    model = _with_payload_and_gravity(values, _with_armature(values, model, joints))
+    model = _with_payload_and_gravity(values, _with_armature(values, _with_links(values, model),
+                                                             joints))
     index = np.array([model.joint_index(name) for name in joints], dtype=np.int64)
     floor = float(values['feedback_inertia_floor'])
     kp0, kd0 = default_gains(model, index, law, floor)

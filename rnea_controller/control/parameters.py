@@ -25,6 +25,7 @@ import sys
 from rnea_controller.errors import ParameterError
 
 JOINT = '<joint>'
+LINK = '<link>'  # per moving body: the child link of an actuated joint (issue 30)
 CHANGES = ('always', 'inactive', 'unconfigured')
 
 
@@ -54,6 +55,10 @@ class Spec:
     @property
     def per_joint(self) -> bool:
         return JOINT in self.name
+
+    @property
+    def per_link(self) -> bool:
+        return LINK in self.name
 
     def bounds_text(self) -> str:
         """The range or choices as text, e.g. '[0, 1e+06]', "one of 'a', 'b'"."""
@@ -163,6 +168,15 @@ TABLE = (
          'link frame, each coordinate', size=3, **_symmetric(10.0)),
     Spec('payload.inertia', 'double_array', [0.0] * 6, 'kg·m^2', 'payload inertia about its '
          'centre of mass, link axes: ixx ixy ixz iyy iyz izz', size=6, **_symmetric(1000.0)),
+    Spec('links.<link>.mass', 'double', None, 'kg', "mass of the body moved by the link's "
+         'joint: the link with every link fixed to it (and a payload carried while identified), '
+         "replacing the URDF's; set with .com and .inertia (rnea-validate --identify writes "
+         "them); unset: the URDF's", 'inactive', low=0.0, high=1e4, low_exclusive=True),
+    Spec('links.<link>.com', 'double_array', None, 'm', "that body's centre of mass in the "
+         'link frame, each coordinate', 'inactive', size=3, **_symmetric(10.0)),
+    Spec('links.<link>.inertia', 'double_array', None, 'kg·m^2', "that body's inertia about "
+         'its centre of mass, link axes: ixx ixy ixz iyy iyz izz (physically consistent)',
+         'inactive', size=6, **_symmetric(1000.0)),
     Spec('gravity', 'double_array', [0.0, 0.0, -9.81], 'm/s^2', 'gravity in the base frame, '
          'each component', size=3, **_symmetric(100.0)),
     Spec('allow_partial_joints_goal', 'bool', False, '', 'accept trajectories naming only some '
@@ -209,16 +223,18 @@ TABLE = (
          'and its feedback published', 'inactive', low=0.1, high=1000.0),
 )
 SPECS = {spec.name: spec for spec in TABLE}
-GLOBAL = tuple(spec for spec in TABLE if not spec.per_joint)
+GLOBAL = tuple(spec for spec in TABLE if not spec.per_joint and not spec.per_link)
 PER_JOINT = tuple(spec for spec in TABLE if spec.per_joint)
+PER_LINK = tuple(spec for spec in TABLE if spec.per_link)
 
 
 def spec_of(name: str) -> tuple[Spec, str | None]:
-    """(Spec, joint or None) of a parameter name such as 'gains.elbow_joint.p'; else KeyError."""
+    """(Spec, joint or link or None) of a parameter name such as 'gains.elbow_joint.p' or
+    'links.forearm_link.mass'; else KeyError."""
     if name in SPECS:
         return SPECS[name], None
-    for spec in PER_JOINT:
-        head, tail = spec.name.split(JOINT)
+    for spec in PER_JOINT + PER_LINK:
+        head, tail = spec.name.split(JOINT if spec.per_joint else LINK)
         if name.startswith(head) and name.endswith(tail) and len(name) > len(head + tail):
             return spec, name[len(head):len(name) - len(tail)]
     raise KeyError(name)
@@ -227,9 +243,19 @@ def spec_of(name: str) -> tuple[Spec, str | None]:
 def joint_of_parameter(name: str) -> str | None:
     """The joint of a per-joint parameter name ('gains.<joint>.p' ...); None for the others."""
     try:
-        return spec_of(name)[1]
+        spec, joint = spec_of(name)
     except KeyError:
         return None
+    return joint if spec.per_joint else None
+
+
+def link_of_parameter(name: str) -> str | None:
+    """The link of a per-link parameter name ('links.<link>.mass' ...); None for the others."""
+    try:
+        spec, link = spec_of(name)
+    except KeyError:
+        return None
+    return link if spec.per_link else None
 
 
 def defaults() -> dict:
@@ -366,7 +392,7 @@ def render_yaml(example_joint: str = 'shoulder_pan_joint') -> str:
     for spec in TABLE:
         indent = '    '
         out += _comment(spec, indent)
-        name = spec.name.replace(JOINT, example_joint)
+        name = spec.name.replace(JOINT, example_joint).replace(LINK, 'forearm_link')
         if spec.default is None or spec.per_joint:
             example = spec.default if spec.default is not None else _example(spec)
             out.append(f'{indent}# {name}: {_yaml_value(example)}')
@@ -378,7 +404,9 @@ def render_yaml(example_joint: str = 'shoulder_pan_joint') -> str:
 def _example(spec):
     return {'joints': ['shoulder_pan_joint', 'elbow_joint'], 'gains.<joint>.p': 400.0,
             'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0,
-            'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0}[spec.name]
+            'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0,
+            'links.<link>.mass': 2.275, 'links.<link>.com': [0.0, 0.0, 0.25],
+            'links.<link>.inertia': [0.0312, 0.0, 0.0, 0.0312, 0.0, 0.004]}[spec.name]
 
 
 if __name__ == '__main__':

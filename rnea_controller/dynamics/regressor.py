@@ -34,7 +34,7 @@ from numpy.typing import ArrayLike
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.dynamics.rnea import _base_motion, _states
 from rnea_controller.dynamics.spatial import skew
-from rnea_controller.errors import DimensionError
+from rnea_controller.errors import DimensionError, ModelError
 
 PARAMETER_NAMES = ('m', 'h_x', 'h_y', 'h_z', 'I_xx', 'I_xy', 'I_yy', 'I_xz', 'I_yz', 'I_zz')
 # (row, column) of I_O for ι = (I_xx, I_xy, I_yy, I_xz, I_yz, I_zz)
@@ -66,6 +66,31 @@ def parameters_of_inertia(I: np.ndarray) -> np.ndarray:
 def inertial_parameters(model: RobotModel) -> np.ndarray:
     """θ (10n,): every body's 10 parameters, bodies in model order [kg, kg·m, kg·m²]."""
     return np.concatenate([parameters_of_inertia(I) for I in model.inertias])
+
+
+def body_link_names(model: RobotModel) -> tuple:
+    """The link of each body (n,): the child link of joint i, whose frame is body i's frame.
+
+    A body is that link with every link fixed to it (their inertias merged at load)."""
+    names = [None] * model.n
+    for link, (body, _, _) in model.link_frames.items():  # tree order: a joint's child first
+        if body >= 0 and names[body] is None:
+            names[body] = link
+    return tuple(names)
+
+
+def link_inertial(theta: ArrayLike) -> tuple[float, np.ndarray, np.ndarray]:
+    """(mass [kg], com c [m], inertia about the com I_c (3×3) [kg·m²]) of 10 parameters θ.
+
+    I_c = I_O - m [c×][c×]ᵀ (parallel axis), c = h / m; m must be > 0.
+    """
+    m, h = float(theta[0]), np.asarray(theta[1:4], float)
+    if not m > 0:
+        raise ModelError(f'mass {m} kg: a body with parameters {list(theta)} has no com')
+    c = h / m
+    I_O = inertia_of_parameters(theta)[3:, 3:]
+    C = skew(c)
+    return m, c, I_O - m * C @ C.T
 
 
 def with_inertial_parameters(model: RobotModel, theta: ArrayLike) -> RobotModel:

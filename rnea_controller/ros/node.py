@@ -41,6 +41,7 @@ from rnea_controller.control.law import (
 from rnea_controller.control.loop_stats import LoopStats
 from rnea_controller.control.parameters import GLOBAL
 from rnea_controller.control.trajectory import Trajectory
+from rnea_controller.dynamics.regressor import body_link_names
 from rnea_controller.errors import ParameterError, RneaControllerError, UrdfError
 from rnea_controller.ros import inputs, realtime
 from rnea_controller.ros import parameters as ros_parameters
@@ -94,6 +95,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
             self._base_model = inputs.model_from_description(self._urdf(),
                                                              self.get_logger().warning)
             ros_parameters.declare_joints(self, self._joints())
+            ros_parameters.declare_links(self, body_link_names(self._base_model))
             # endpoints first: DDS discovers them while numba loads the law (~1 s; no callback
             # runs during a transition, and each checks for a config)
             self._create_entities(self._joints())
@@ -208,7 +210,8 @@ class ControllerNode(ControlLoop, LifecycleNode):
         return ros_parameters.value(self, 'joints') or default_joints(self._base_model)
 
     def _values(self, changes=()):
-        return ros_parameters.values(self, self._joints(), changes)
+        links = body_link_names(self._base_model) if self._base_model is not None else ()
+        return ros_parameters.values(self, self._joints(), changes, links)
 
     def _allocate(self, cfg):
         """Preallocated state and reference (reused at every tick)."""

@@ -14,13 +14,16 @@ from rclpy.parameter import Parameter
 from rnea_controller.control.parameters import (
     GLOBAL,
     JOINT,
+    LINK,
     PER_JOINT,
+    PER_LINK,
     spec_of,
 )
 from rnea_controller.errors import ParameterError
 
 _UNSET_TYPES = {'double': Parameter.Type.DOUBLE, 'string_array': Parameter.Type.STRING_ARRAY,
-                'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING}
+                'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING,
+                'double_array': Parameter.Type.DOUBLE_ARRAY}
 
 
 def descriptor(spec):
@@ -65,11 +68,19 @@ def declare_joints(node, joints):
             _declare(node, spec.name.replace(JOINT, joint), spec)
 
 
-def values(node, joints, changes=()):
-    """{name: value} of the table's parameters (unset: None), per-joint ones of `joints` only,
-    with the requested `changes` (rclpy Parameters) applied."""
+def declare_links(node, links):
+    """Declare the per-link parameters (links.<link>.mass ...) of these links."""
+    for link in links:
+        for spec in PER_LINK:
+            _declare(node, spec.name.replace(LINK, link), spec)
+
+
+def values(node, joints, changes=(), links=()):
+    """{name: value} of the table's parameters (unset: None), per-joint ones of `joints` and
+    per-link ones of `links` only, with the requested `changes` (rclpy Parameters) applied."""
     names = [spec.name for spec in GLOBAL]
     names += [spec.name.replace(JOINT, joint) for joint in joints for spec in PER_JOINT]
+    names += [spec.name.replace(LINK, link) for link in links for spec in PER_LINK]
     result = {name: value(node, name) for name in names if node.has_parameter(name)}
     known = set(names)  # not ours (use_sim_time, ...) and other joints' are not the law's
     for parameter in changes:
