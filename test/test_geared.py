@@ -122,11 +122,15 @@ def test_excite_identify_restart_tracks_within_2x_of_told(told):
     moves every joint; the fit finds friction within 3 % and the armature the plant's step has,
     a + dt·D (MuJoCo integrates damping implicitly: (M + diag(a) + dt D) qd1 = ..., see
     test_plant), and the restarted controller tracks as the told one (measured 1.17e-4
-    against 1.18e-4 rad)."""
+    against 1.18e-4 rad). The shoulder's two armatures are not base parameters (each adds to
+    the links' inertia about the same axis: the motion tells the sum, the URDF prior the
+    split), so they are not compared."""
     log = []
     track({'feedback_inertia_floor': 0.1}, GEARED_PLANT, excitation_motion, 12.0, log, 1.0)
     values = identify(log)
     for name, true in TOLD.items():
+        if name in (f'armature.{JOINTS[0]}', f'armature.{JOINTS[1]}'):
+            continue
         if name.startswith('armature'):
             viscous = TOLD[name.replace('armature', 'friction') + '.viscous']
             true = true + GEARED_PLANT.timestep * viscous

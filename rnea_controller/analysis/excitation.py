@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import math
 
 import numpy as np
+import scipy.linalg
 
 from rnea_controller.dynamics.regressor import regressor_batch
 
@@ -142,31 +143,11 @@ def base_columns(model, states=None):
     A = Y.reshape(-1, Y.shape[-1])
     norms = np.sqrt(np.mean(A ** 2, axis=0))
     live = np.flatnonzero(norms > 1e-9 * norms.max())
-    _, R, pivots = _qr_pivoted(A[:, live] / norms[live])
+    R, pivots = scipy.linalg.qr(A[:, live] / norms[live], mode='r', pivoting=True)
     d = np.abs(np.diag(R))
     rank = int(np.sum(d > RANK_TOLERANCE * d[0]))
     base = np.sort(live[pivots[:rank]])
     return base, norms[base]
-
-
-def _qr_pivoted(A):
-    """Householder QR with column pivoting (numpy has none): (None, R, pivots)."""
-    A = A.copy()
-    m, p = A.shape
-    pivots = np.arange(p)
-    norms = np.sum(A ** 2, axis=0)
-    for k in range(min(m, p)):
-        j = k + int(np.argmax(norms[k:]))
-        A[:, [k, j]], pivots[[k, j]], norms[[k, j]] = A[:, [j, k]], pivots[[j, k]], norms[[j, k]]
-        x = A[k:, k]
-        alpha = -math.copysign(np.linalg.norm(x), x[0] if x[0] != 0 else 1.0)
-        v = x.copy()
-        v[0] -= alpha
-        vv = v @ v
-        if vv > 0:
-            A[k:, k:] -= np.outer(v, (2.0 / vv) * (v @ A[k:, k:]))
-        norms[k + 1:] = np.maximum(norms[k + 1:] - A[k, k + 1:] ** 2, 0.0)
-    return None, np.triu(A[:min(m, p)]), pivots
 
 
 def condition(model, centre, alpha, beta, scales, period, columns, column_scales,
