@@ -226,7 +226,7 @@ def excitation_identification():
 
 
 def _pct(value):
-    return '-' if value is None else f'{100 * value:.2f} %'
+    return '-' if value is None else f'{100 * value:.3g} %'
 
 
 def _verdict(rows):
