@@ -132,10 +132,11 @@ def test_excite_identify_restart_tracks_within_2x_of_told(told):
     """Issue 23's round trip in process: told nothing but a feedback floor, the excitation
     moves every joint; the fit finds friction within 3 % and the armature the plant's step has,
     a + dt·D (MuJoCo integrates damping implicitly: (M + diag(a) + dt D) qd1 = ..., see
-    test_plant), and the restarted controller tracks as the told one (measured 1.17e-4
-    against 1.18e-4 rad). The shoulder's two armatures are not base parameters (each adds to
-    the links' inertia about the same axis: the motion tells the sum, the URDF prior the
-    split), so they are not compared."""
+    test_plant), the armature within 10 % (the links are identified too, issue 30), and the
+    restarted controller tracks as the told one (measured 1.17e-4 against 1.18e-4 rad). The
+    shoulder's two armatures are not base parameters (each adds to the links' inertia about
+    the same axis: the motion tells the sum, the URDF prior the split; the pan's 0.099 for
+    0.110), so they are not compared."""
     log = []
     track({'feedback_inertia_floor': 0.1}, GEARED_PLANT, excitation_motion, 12.0, log, 1.0)
     values = identify(log)
@@ -145,7 +146,7 @@ def test_excite_identify_restart_tracks_within_2x_of_told(told):
         if name.startswith('armature'):
             viscous = TOLD[name.replace('armature', 'friction') + '.viscous']
             true = true + GEARED_PLANT.timestep * viscous
-        assert values[name] == pytest.approx(true, rel=0.03), name
+        assert values[name] == pytest.approx(true, rel=0.1 if 'armature' in name else 0.03), name
     assert not any(name.startswith('payload') for name in values)
     assert track(values, GEARED_PLANT) <= 2.0 * told
 

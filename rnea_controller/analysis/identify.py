@@ -39,17 +39,18 @@ The solve (`solve`):
    2020): invariant to the frame and the units, zero only at the URDF's J⁰, and a barrier that
    keeps J positive definite. What the motion cannot see (link 1's I_xx; how an armature and
    its link's I_zz share a sum) is set by D alone: it stays as the URDF says. λ = `PRIOR_WEIGHT`
-   (a prior that is worth one sample's residual per unit divergence: data dominate wherever
-   they say something). The last term, s_k = RMS(tau_j) / RMS(column k), holds a joint's
-   friction and armature at their prior (0, or the file given) where its joint never moved.
-A cvxpy convex program rather than an unconstrained log-Cholesky solve (Rucker & Wensing
-2022): it is convex, so its optimum is global and no starting point or iteration count is
-chosen; the solve of a 7-joint arm takes about a second.
+   (a prior that is worth one row's weighted residual per unit divergence: data dominate
+   wherever they say something). The last term (`_prior_scales`: 1e-6 row's worth) holds a
+   joint's friction and armature at their prior (0, or the file given) where it never moved.
+   The variable is preconditioned by the objective's Hessian at the prior.
+   A cvxpy convex program rather than an unconstrained log-Cholesky solve (Rucker & Wensing
+   2022): it is convex, so its optimum is global and no starting point, step or iteration
+   count is chosen; the 78 unknowns of a 6-joint arm take 0.3-3 s.
 
 4. Held-out check: the relative RMS per joint, RMS(tau - prediction) / RMS(tau), of the URDF's
    model (with the prior's armature and friction) and of the identified one, on rows left out
-   of the fit: a second bag (`rnea-validate --holdout BAG2`), else every `HOLDOUT_EVERY`-th
-   block of `HOLDOUT_BLOCK` seconds of the bag.
+   of the fit: a second bag (`rnea-validate --holdout BAG2`), else one block of
+   `HOLDOUT_BLOCK` seconds in every `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
 """
 import math
 import time
@@ -76,13 +77,12 @@ DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
 PRIOR_WEIGHT = 1.0  # λ of the entropic divergence, in units of one row's weighted residual²
 PRIOR_JOINT = 1e-3  # armature and friction: a prior of 1e-6 row (the links' D decides a split)
 RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the largest: dependent
-HOLDOUT_BLOCK = 3.0  # [s]
-HOLDOUT_EVERY = 5  # without a second bag, every 5th 3-second block is held out
+HOLDOUT_BLOCK = 2.0  # [s]
+HOLDOUT_EVERY = 5  # without a second bag, the 3rd of every 5 blocks of 2 s is held out
 MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5}  # prior scale floors
 NOT_SEEN = 'not seen by this motion'
 COMBINED = 'only in combination with others'
 IDENTIFIED = 'identified'
-NEGATIVE = 'negative, not physical'  # kept for report.py's imports
 
 
 class SolverError(RneaControllerError):
@@ -170,7 +170,7 @@ class Identification:
         self.samples += len(t)
         self.start = t[0] if self.start is None else self.start
         block = ((t - self.start) * 1e-9 // HOLDOUT_BLOCK).astype(np.int64)
-        left_out = ((block % HOLDOUT_EVERY) == HOLDOUT_EVERY - 1) & (not self.second_bag)
+        left_out = ((block % HOLDOUT_EVERY) == 2) & (not self.second_bag)
         self._add(self.fit, A, tau, qd, ~left_out[:, None] & steady)
         self._add(self.held, A, tau, qd, left_out[:, None] & steady)
 
@@ -212,7 +212,7 @@ def solve(ident):
         base = base_parameters(fit, weights, ident.names)
         x = consistent_fit(_combined_factor(fit, weights), x0, n, _prior_scales(fit, weights),
                            int(fit.rows.sum()))
-    status = _status(base['null_share'], x, x0, ident.names)
+    status = _status(base['null_share'])
     same = [_same(x[k], x0[k], x0[10 * (k // 10):10 * (k // 10) + 10] if k < 10 * n
                   else x0[k:k + 1]) for k in range(ident.p)]
     for i in range(n):  # a body that stayed whole is the prior's exactly (the file omits it)
@@ -228,7 +228,7 @@ def solve(ident):
         'base_parameters': base['base'],
         'parameters': {name: {'urdf': float(x0[k]), 'estimate': float(x[k]),
                               'status': status[k]} for k, name in enumerate(ident.names)},
-        'stayed_at_urdf': stayed, 'links': _links(model, x, stayed),
+        'stayed_at_urdf': stayed, 'links': body_inertials(model, x, stayed),
         'armature': dict(zip(model.joint_names, x[10 * n:11 * n].tolist())),
         'friction': {joint: {'viscous': float(x[11 * n + j]), 'coulomb': float(x[12 * n + j])}
                      for j, joint in enumerate(model.joint_names)},
@@ -246,7 +246,7 @@ def _weights(fit, x0):
     G, g, _ = fit.normal(1.0 / tau_ms)
     x = _least_squares(G, g, x0)
     sigma2 = fit.sse(x) / rows
-    floor = 1e-8 * tau_ms  # a noise-free run: a residual of 1e-4 of the torque
+    floor = 1e-6 * tau_ms  # a noise-free run: as if a residual of 1e-3 of the torque
     return 1.0 / np.maximum(sigma2, floor)
 
 
@@ -348,46 +348,57 @@ def _prior_pseudo_inertia(theta, mass_scale):
     return J
 
 
-def consistent_fit(R, x0, n, scales, rows):
+def consistent_fit(R, x0, n, scales, rows=None):
     """The convex program of the module docstring; x (13n,). SolverError if none found.
 
-    R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖²; the
-    data term is written about the prior x0, on columns scaled to unit norm."""
+    R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖². The
+    data weigh 1e5-1e8 times more than the prior where they see something, and not at all
+    where they do not: the variable is preconditioned by the objective's Hessian H at the
+    prior, x = x0 + L⁻ᵀ z (H = L Lᵀ), so the solver sees a unit curvature in every direction.
+    """
     import cvxpy as cp
-    p = len(x0)
-    norms = np.linalg.norm(R[:, :-1], axis=0)
-    scale = np.where(norms > 1e-12 * norms.max(), norms, 1.0)
-    residual0 = R[:, :-1] @ x0 - R[:, -1]
-    z = cp.Variable(p)  # x = x0 + z / scale
-    x = x0 + cp.multiply(z, 1.0 / scale)
-    mass_scale = max(float(np.mean(x0[0:10 * n:10])), 1e-3)
+    A, residual0 = R[:, :-1], R[:, :-1] @ x0 - R[:, -1]
+    blocks = [_divergence_block(x0[10 * i:10 * i + 10], x0[0:10 * n:10]) for i in range(n)]
+    H = A.T @ A + np.diag(np.concatenate([np.zeros(10 * n), scales ** -2.0]))
+    for i, affine in enumerate(blocks):
+        H[10 * i:10 * i + 10, 10 * i:10 * i + 10] += PRIOR_WEIGHT * affine.T @ affine
+    P = scipy.linalg.solve_triangular(np.linalg.cholesky(H), np.eye(len(x0)), lower=True).T
+    z = cp.Variable(len(x0))
+    step = P @ z
     divergence = 0
-    for i in range(n):
-        theta = x[10 * i:10 * i + 10]
-        J0 = _prior_pseudo_inertia(x0[10 * i:10 * i + 10], mass_scale)
-        J = cp.reshape(J_MAP @ theta, (4, 4), order='C')
-        divergence += (-cp.log_det((J + J.T) / 2) + np.linalg.inv(J0).reshape(-1) @ J_MAP
-                       @ theta + math.log(np.linalg.det(J0)) - 4.0)
-    extra = x[10 * n:]
-    objective = (cp.sum_squares((R[:, :-1] / scale) @ z + residual0) + PRIOR_WEIGHT * divergence
-                 + cp.sum_squares(cp.multiply(extra - x0[10 * n:], 1.0 / scales)))
-    problem = cp.Problem(cp.Minimize(objective / max(rows, 1)), [extra >= 0])
+    for i, affine in enumerate(blocks):
+        J = cp.reshape(affine @ (x0[10 * i:10 * i + 10] + step[10 * i:10 * i + 10]), (4, 4),
+                       order='C')
+        divergence += -cp.log_det((J + J.T) / 2) + cp.trace(J) - 4.0
+    extra = x0[10 * n:] + step[10 * n:]
+    objective = (cp.sum_squares((A @ P) @ z + residual0) + PRIOR_WEIGHT * divergence
+                 + cp.sum_squares(cp.multiply(step[10 * n:], 1.0 / scales)))
+    problem = cp.Problem(cp.Minimize(objective), [extra >= 0])
     try:
         problem.solve(solver=cp.CLARABEL)
     except cp.SolverError as error:
         raise SolverError(f'the identification program failed: {error}') from None
     if z.value is None or problem.status not in ('optimal', 'optimal_inaccurate'):
         raise SolverError(f'the identification program ended {problem.status!r}')
-    return x0 + np.asarray(z.value, dtype=float) / scale
+    x = x0 + P @ np.asarray(z.value, dtype=float)
+    x[10 * n:] = np.maximum(x[10 * n:], 0.0)  # the solver's -1e-18 for a 0
+    return x
 
 
-def _status(null_share, x, x0, names):
-    """Per parameter: identified (its direction fully seen), only in combination, not seen."""
-    out = []
-    for k in range(len(names)):
-        share = null_share[k]
-        out.append(IDENTIFIED if share < 1e-3 else NOT_SEEN if share > 1 - 1e-6 else COMBINED)
-    return out
+def _divergence_block(theta0, masses):
+    """(T ⊗ T) J_MAP of one body, vec(T J(θ) T) per unit of θ: D is invariant to
+    J -> T J Tᵀ, and with T = J⁰^(-1/2) the cone sees T J T = 1 at the prior."""
+    J0 = _prior_pseudo_inertia(theta0, max(float(np.mean(masses)), 1e-3))
+    values, vectors = np.linalg.eigh(J0)
+    T = vectors @ np.diag(values ** -0.5) @ vectors.T
+    return np.kron(T, T) @ J_MAP
+
+
+def _status(null_share):
+    """Per parameter, from the share of its unit vector in the regressor's null space: not
+    seen (all of it), identified (none of it), only in combination with others."""
+    return [IDENTIFIED if share < 1e-3 else NOT_SEEN if share > 1 - 1e-6 else COMBINED
+            for share in null_share]
 
 
 def _same(value, prior, group):
@@ -406,7 +417,7 @@ def _holdout(ident, x, x0):
     held = ident.held
     tau2 = held.tau_squares()
     out = {'source': 'second bag' if ident.second_bag else
-           f'every {HOLDOUT_EVERY}th {HOLDOUT_BLOCK:g}-s block of this bag', 'joints': {}}
+           f'one {HOLDOUT_BLOCK:g}-s block in {HOLDOUT_EVERY} of this bag', 'joints': {}}
     for j, joint in enumerate(ident.model.joint_names):
         if held.rows[j] == 0 or tau2[j] <= 0:
             out['joints'][joint] = {'rows': 0, 'urdf': None, 'identified': None}
@@ -418,7 +429,7 @@ def _holdout(ident, x, x0):
     return out
 
 
-def _links(model, x, stayed=()):
+def body_inertials(model, x, stayed=()):
     """{link: {mass, com, inertia (ixx ixy ixz iyy iyz izz about the com)}} of each body that
     moved from the prior (a body whose 10 parameters all stayed is left out)."""
     out = {}

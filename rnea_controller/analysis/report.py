@@ -108,8 +108,8 @@ def _identification_lines(result):
                      f"{friction['viscous']:.4g} N·m·s/rad, coulomb {friction['coulomb']:.4g} N·m")
     payload = result.get('payload')
     if payload:
-        lines.append(f"  payload on {payload['link']}: merged into the body of "
-                     f"{payload['body_link']}, its mass {payload['mass_change']:+.4g} kg from "
+        lines.append(f"  a payload on {payload['link']} is part of the body of "
+                     f"{payload['body_link']}: its mass {payload['mass_change']:+.4g} kg from "
                      f"the URDF's (that mass {payload['mass_status']})")
     return lines
 

@@ -507,7 +507,7 @@ def build_parser():
                         '--params-file)')
     parser.add_argument('--holdout', metavar='BAG2', help='with --identify: a second bag of '
                         'another motion whose torques the identified model must predict '
-                        '(default: every 5th 3-second block of BAG is held out)')
+                        '(default: one 2-second block in every 5 of BAG is held out)')
     parser.add_argument('--params-file', metavar='YAML', help='parameters file of the node '
                         '(e.g. an earlier identified_parameters.yaml): the model is the '
                         "node's with it, and --identify starts from it")

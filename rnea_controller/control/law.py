@@ -250,6 +250,14 @@ def _with_links(values, model):
     return replace(model, inertias=inertias) if given else model
 
 
+def _links_note(values):
+    """The configure note naming the bodies whose inertia `links.<link>.*` replaced."""
+    links = sorted({link_of_parameter(name) for name, value in values.items()
+                    if value is not None and link_of_parameter(name) is not None})
+    return (f'inertial parameters from links.<link> (identified): {", ".join(links)}',) if (
+        links) else ()
+
+
 def _with_payload_and_gravity(values, model):
     """The model with `payload.*` attached and `gravity` set, or ParameterError."""
     ixx, ixy, ixz, iyy, iyz, izz = values['payload.inertia']
@@ -364,7 +372,8 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         law_failure_timeout=values['law_failure_timeout'],
         compensates_gravity=values['robot_compensates_gravity'],
         viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
-        friction_width=float(values['friction_velocity_width']), values=values, notes=notes)
+        friction_width=float(values['friction_velocity_width']), values=values,
+        notes=notes + _links_note(values))
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
