@@ -14,6 +14,7 @@ from rnea_controller.analysis.excitation import (
     EXCITE_MAX_ACCELERATION,
     LIMIT_MARGIN,
 )
+from rnea_controller.errors import TrajectoryError
 from rnea_controller.sim.node import HOME
 from rnea_controller.tools.send_trajectory import excitation_motion
 
@@ -105,3 +106,10 @@ def old_sine_sum(centre, T, step=0.1):
         q[:, j] = centre[j] + s * shape(t, j)
     qd = np.gradient(q, t, axis=0)
     return q, qd, np.gradient(qd, t, axis=0)
+
+
+def test_a_joint_at_its_limit_is_named():
+    centre = np.array(HOME)
+    centre[2] = MODEL.position_limits[2, 1] - 0.05  # the elbow within the margin of its limit
+    with pytest.raises(TrajectoryError, match='cannot move elbow_joint: no room'):
+        excitation_motion(MODEL, centre, 12.0)

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.linalg
 
 from rnea_controller.dynamics.regressor import regressor_batch
+from rnea_controller.errors import TrajectoryError
 
 HARMONICS = 6  # L
 EXCITE_AMPLITUDE = 1.5  # [rad or m] at most from the centre; the limits usually bind first
@@ -198,8 +199,14 @@ def optimise(model, centre, period, starts=STARTS, iterations=ITERATIONS, seed=S
     for _ in range(starts):
         raw = rng.normal(size=(n, 2 * L)) * np.tile(decay, 2)
         result = evaluate(raw)
-        if result[0] < best[0]:
+        if best_raw is None or result[0] < best[0]:
             best_raw, best = raw, result
+    stuck = [name for name, s in zip(model.joint_names, best[3]) if not s > 0]
+    if stuck:
+        raise TrajectoryError(
+            f'the excitation cannot move {", ".join(stuck)}: no room within the position '
+            f'limits (less {LIMIT_MARGIN} rad) from the current position '
+            f'{[round(float(c), 4) for c in centre]}; move the arm away from the limits')
     step = 0.3
     for _ in range(iterations):
         raw = best_raw + step * rng.normal(size=best_raw.shape) * np.tile(decay, 2)
