@@ -201,25 +201,10 @@ def solve(ident):
     """Weights, base parameters, the consistent fit and the held-out check of an
     `Identification`; a dict (report.json's 'identification')."""
     started = time.perf_counter()
-    model, fit, x0 = ident.model, ident.fit, ident.prior
-    n = model.n
-    if fit.rows.sum() == 0:  # no joint ever slid: nothing to tell, the prior stands
-        weights, x = np.ones(n), x0.copy()
-        base = {'rank': 0, 'condition_number': math.nan, 'base': [],
-                'null_share': np.ones(ident.p)}
-    else:
-        weights = _weights(fit, x0)
-        base = base_parameters(fit, weights, ident.names)
-        x = consistent_fit(_combined_factor(fit, weights), x0, n, _prior_scales(fit, weights),
-                           int(fit.rows.sum()))
+    model, fit, x0, n = ident.model, ident.fit, ident.prior, ident.model.n
+    weights, base, x = _estimate(ident)
+    x, stayed = _snap_stayed(x, x0, ident.names, n)
     status = _status(base['null_share'])
-    same = [_same(x[k], x0[k], x0[10 * (k // 10):10 * (k // 10) + 10] if k < 10 * n
-                  else x0[k:k + 1]) for k in range(ident.p)]
-    for i in range(n):  # a body that stayed whole is the prior's exactly (the file omits it)
-        if all(same[10 * i:10 * i + 10]):
-            x[10 * i:10 * i + 10] = x0[10 * i:10 * i + 10]
-    stayed = [name for name, kept in zip(ident.names, same) if kept]
-    held = _holdout(ident, x, x0)
     return {
         'samples': ident.samples, 'rows': int(fit.rows.sum()),
         'rank': base['rank'], 'parameters_count': ident.p,
@@ -234,9 +219,33 @@ def solve(ident):
                      for j, joint in enumerate(model.joint_names)},
         'friction_velocity_width': ident.width,
         'residual_rms_before': _rms(fit, x0, model), 'residual_rms_after': _rms(fit, x, model),
-        'holdout': held, 'payload': _payload_change(model, ident.link, x, x0, status),
+        'holdout': _holdout(ident, x, x0),
+        'payload': _payload_change(model, ident.link, x, x0, status),
         'solve_time_s': time.perf_counter() - started,
     }
+
+
+def _estimate(ident):
+    """(weights (n,), base parameters, x (13n,)); the prior when no joint ever slid."""
+    fit, x0, n = ident.fit, ident.prior, ident.model.n
+    if fit.rows.sum() == 0:
+        return np.ones(n), {'rank': 0, 'condition_number': math.nan, 'base': [],
+                            'null_share': np.ones(ident.p)}, x0.copy()
+    weights = _weights(fit, x0)
+    base = base_parameters(fit, weights, ident.names)
+    x = consistent_fit(_combined_factor(fit, weights), x0, n, _prior_scales(fit, weights))
+    return weights, base, x
+
+
+def _snap_stayed(x, x0, names, n):
+    """(x with each body that stayed whole set to the prior's exactly, as the file omits it;
+    the names of the parameters that stayed)."""
+    same = [_same(x[k], x0[k], x0[10 * (k // 10):10 * (k // 10) + 10] if k < 10 * n
+                  else x0[k:k + 1]) for k in range(len(x))]
+    for i in range(n):
+        if all(same[10 * i:10 * i + 10]):
+            x[10 * i:10 * i + 10] = x0[10 * i:10 * i + 10]
+    return x, [name for name, kept in zip(names, same) if kept]
 
 
 def _weights(fit, x0):
@@ -348,7 +357,7 @@ def _prior_pseudo_inertia(theta, mass_scale):
     return J
 
 
-def consistent_fit(R, x0, n, scales, rows=None):
+def consistent_fit(R, x0, n, scales):
     """The convex program of the module docstring; x (13n,). SolverError if none found.
 
     R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖². The

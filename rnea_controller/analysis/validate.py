@@ -530,7 +530,10 @@ def build_parser():
 
 def main(argv=None):
     """Console script: exit 0 pass, 1 a check failed, 2 bad input, 3 unexpected, 130 Ctrl-C."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.holdout and not args.identify:
+        parser.error("--holdout BAG2 is the identification's held-out check: add --identify")
     bag = Path(args.bag)
     output = Path(args.output) if args.output else bag.parent / f'{bag.stem}_validation'
     thresholds = {k: getattr(args, k) for k in THRESHOLDS if getattr(args, k) is not None}

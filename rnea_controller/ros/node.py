@@ -96,6 +96,7 @@ class ControllerNode(ControlLoop, LifecycleNode):
                                                              self.get_logger().warning)
             ros_parameters.declare_joints(self, self._joints())
             ros_parameters.declare_links(self, body_link_names(self._base_model))
+            ros_parameters.check_link_overrides(self, body_link_names(self._base_model))
             # endpoints first: DDS discovers them while numba loads the law (~1 s; no callback
             # runs during a transition, and each checks for a config)
             self._create_entities(self._joints())

@@ -15,6 +15,7 @@ from rnea_controller.control.parameters import (
     GLOBAL,
     JOINT,
     LINK,
+    link_of_parameter,
     PER_JOINT,
     PER_LINK,
     spec_of,
@@ -73,6 +74,19 @@ def declare_links(node, links):
     for link in links:
         for spec in PER_LINK:
             _declare(node, spec.name.replace(LINK, link), spec)
+
+
+def check_link_overrides(node, links):
+    """ParameterError if a start-up value (params file, --ros-args) names links.<link>.* of a
+    link that is not one of `links` (a file identified on another description): rclpy would
+    silently ignore it, as it is never declared, and the node would run the URDF's body."""
+    overrides = getattr(node, '_parameter_overrides', {})  # rclpy keeps them there
+    for name in sorted(overrides):
+        spec_link = link_of_parameter(name)
+        if spec_link is not None and spec_link not in links:
+            raise ParameterError(f'{name}: {spec_link!r} (params file or --ros-args) is not a '
+                                 f'link moved by a joint of the model (those are '
+                                 f'{", ".join(links)})')
 
 
 def values(node, joints, changes=(), links=()):
