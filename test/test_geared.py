@@ -175,12 +175,11 @@ def test_one_excitation_makes_the_cad_model_exact():
 MAX_GAP_MS = 100.0  # longest gap of reference or joint states in a run (a stalled host)
 
 
-def demo(tmp_path, name, *options, duration=5.0, attempts=3):
+def demo(tmp_path, name, *options, duration=5.0, attempts=3, usable=None):
     """rnea-demo (real simulator, controller, recorder, validator): the RMS [rad] over joints
-    and the output directory. A run with a gap over MAX_GAP_MS is recorded again, as a user
-    re-records a run `rnea-validate --max-gap` fails: a 2-core host loaded by other test runs
-    stalled the controller 0.4 s in a 14 s excitation, the arm swung into its joint limits,
-    whose constraint torques no recorded effort holds, and the fit read nonsense."""
+    and the output directory. A run that is not `usable` (default: `no_stall`) is recorded
+    again, as a user re-records a run that `rnea-validate` fails."""
+    usable = usable or no_stall
     for attempt in range(attempts):
         output = tmp_path / f'{name}-{attempt}'
         done = subprocess.run([console_script('rnea-demo'), '--duration', str(duration),
@@ -188,13 +187,30 @@ def demo(tmp_path, name, *options, duration=5.0, attempts=3):
                               capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         report = json.loads((output / 'report.json').read_text())
-        gaps = report['loop']['gaps'] + report['joint_states']['gaps']
-        longest = max((gap['duration_ms'] for gap in gaps), default=0.0)
-        if longest <= MAX_GAP_MS:
+        why = usable(report)
+        if why is None:
             joints = report['tracking']['joints'].values()
             return math.sqrt(np.mean([j['rms'] ** 2 for j in joints])), output
-    pytest.fail(f'{name}: each of {attempts} runs had a gap over {MAX_GAP_MS:g} ms (last: '
-                f'{longest:.0f} ms): the host stalls the programs')
+    pytest.fail(f'{name}: none of {attempts} runs was usable (last: {why})')
+
+
+def no_stall(report):
+    """None when no gap of the reference or the joint states exceeds MAX_GAP_MS (a tracking
+    figure of a run the host stalled 0.4 s is the stall's, not the model's), else why."""
+    gaps = report['loop']['gaps'] + report['joint_states']['gaps']
+    longest = max((gap['duration_ms'] for gap in gaps), default=0.0)
+    return None if longest <= MAX_GAP_MS else f'a gap of {longest:.0f} ms'
+
+
+def predicts_held_out_torques(report):
+    """None when the identification predicts its held-out rows within 5 % on every joint, and
+    better than the URDF, else why: an excitation is judged by what its fit predicts, not by
+    its gaps (the filter skips the windows over a gap; a stall that swings the arm into a
+    joint limit, whose constraint torque no recorded effort holds, spoils the fit and shows
+    here), as a user re-records an excitation whose check fails."""
+    bad = {joint: h for joint, h in report['identification']['holdout']['joints'].items()
+           if not (h['identified'] <= 0.05 and h['identified'] < h['urdf'])}
+    return None if not bad else f'held-out torque RMS {bad}'
 
 
 def parameters_file(path, values):
@@ -222,15 +238,18 @@ def test_the_round_trip_with_the_real_programs(tmp_path):
     the in-process test's 2×: each run's RMS moves with the host's load (told runs measured
     1.4-2.4× apart on this host); told the URDF's links the same arm tracks 26× worse than
     exact (3.9e-3 against 1.5e-4 rad, final 7.8e-3), so 3× still tells a right file from a
-    wrong one. Measured: identified 1.32-1.50e-4 against exact 1.45-1.54e-4, final 4.0-4.2e-4,
-    held-out 0.03-0.19 % (docs/validation.md)."""
+    wrong one. A tracking run the host stalled over 100 ms, or an excitation whose fit misses
+    its held-out rows, is recorded again (at most 3 times each), as a user would. Measured:
+    identified 1.32-1.58e-4 against exact 1.45-1.58e-4, final 3.9-4.2e-4, held-out 0.01-0.49 %
+    (docs/validation.md)."""
     seed = '2'
     exact_file = parameters_file(tmp_path / 'exact.yaml', {
         'robot_description': perturb_links(URDF, int(seed), *LINK_ERRORS[1:]), **TOLD})
     exact, _ = demo(tmp_path, 'exact', '--geared', '--link-errors', seed,
                     '--params-file', str(exact_file))
     _, excited = demo(tmp_path, 'excite', '--geared', '--link-errors', seed, '--excite',
-                      '--param', 'feedback_inertia_floor:=0.1', duration=14.5)
+                      '--param', 'feedback_inertia_floor:=0.1', duration=14.5,
+                      usable=predicts_held_out_torques)
     identified, report = demo(tmp_path, 'identified', '--geared', '--link-errors', seed,
                               '--params-file', str(excited / 'identified_parameters.yaml'))
     final = max(abs(j['final']) for j in json.loads(
