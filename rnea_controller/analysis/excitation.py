@@ -23,7 +23,7 @@ weakly, compared with what random states would, too.
 
 The optimisation is deterministic (seeded) and bounded: `STARTS` seeded random shapes, then
 `ITERATIONS` steps of a (1+1) evolution strategy with the 1/5th success rule on the best. On
-the bundled arm one evaluation takes about 7 ms, the whole 1-2.5 s (docs/validation.md), so
+the bundled arm one evaluation takes 4-20 ms, the whole 0.5-4 s (docs/validation.md), so
 the sender optimises for the model it is given, at its centre, each time it starts: nothing to
 keep in step with the model (a process keeps its last few results: `excitation`).
 """

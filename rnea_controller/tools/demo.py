@@ -200,7 +200,7 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
 
 
 def plan_motion(monitor, model, duration, excite=False):
-    """The demo motion (or with `excite` the excitation motion, optimised for the model: 1-3 s,
+    """The demo motion (or with `excite` the excitation motion, optimised for the model: 0.5-4 s,
     done before recording) about the current desired position (no step at the start)."""
     from rnea_controller.tools.send_trajectory import demo_centre, demo_motion, excitation_motion
     centre = demo_centre(model.joint_names, monitor.reference, monitor.state)

@@ -30,7 +30,7 @@ about the same centre along a finite Fourier series of 6 harmonics whose period 
 duration, optimised for the condition number of the identification's regressor (every link's
 inertial parameters, armature and friction) within the joints' position limits (0.1 rad
 inside), 40 % of their velocity limits and `EXCITE_MAX_ACCELERATION`, starting and ending at
-rest (`analysis/excitation.py`; it takes 1-3 s before sending).
+rest (`analysis/excitation.py`; it takes 0.5-4 s before sending).
 
 With --via-action it goes as a FollowJointTrajectory goal instead, and the result code is
 printed (exit 0 on SUCCESSFUL).
