@@ -14,6 +14,12 @@ and peak resident memory (getrusage maxrss). Side by side, in the same run:
 Targets (issue 5): the 10-minute bag validated in ≤ 60 s; memory growing less than linearly.
 For the 10-minute bag also `validate_bag(identify=True)` (issue 13: payload and friction fit);
 the identification's time is its difference from the plain validation.
+
+Issue 30: a 60-second excitation bag (`rnea-send-trajectory --excite --duration 60` about the
+simulator's home, the arm's links perturbed by `perturb_links` seed 1 and Menagerie's geared
+figures; efforts by Pinocchio's RNEA on the perturbed URDF, plus armature, viscous and Coulomb
+friction, 1 kHz), validated with and without --identify (every link's inertial parameters,
+armature and friction): the identification's time (goal ≤ 60 s) and its held-out fit.
 """
 import json
 from pathlib import Path
@@ -52,16 +58,62 @@ def generate(minutes):
     return path
 
 
+EXCITATION_SECONDS = 60.0
+LINK_ERRORS = (1, 0.3, 0.3, 0.03)  # perturb_links(seed, mass, inertia, com)
+
+
+def excitation_bag_path():
+    return CACHE / f'excitation_{EXCITATION_SECONDS:g}s'
+
+
+def generate_excitation():
+    """Write (once) the synthetic excitation bag; return its path."""
+    path = excitation_bag_path()
+    done = path / 'complete'
+    if done.exists():
+        return path
+    sys.path.insert(0, str(ROOT / 'test'))
+    import numpy as np
+    from synthetic_bags import pinocchio_efforts, Run, T0_NS, write_run
+
+    from rnea_controller import default_urdf_path, RobotModel
+    from rnea_controller.analysis.excitation import excitation
+    from rnea_controller.sim.node import HOME
+    from rnea_controller.sim.plant import perturb_links
+    from rnea_controller.tools.demo import GEARED
+    start = time.perf_counter()
+    model = RobotModel.from_urdf_file(default_urdf_path())
+    true_urdf = CACHE / 'perturbed.urdf'
+    true_urdf.write_text(perturb_links(default_urdf_path().read_text(), *LINK_ERRORS))
+    t = np.arange(int(EXCITATION_SECONDS * 1000) + 1) / 1000.0
+    p, qd, qdd = excitation(model, np.array(HOME), EXCITATION_SECONDS)(t)
+    q = np.array(HOME) + p
+    tau = pinocchio_efforts(true_urdf, model.joint_names, q, qd, qdd)
+    tau += (GEARED['armature'][0] * qdd + np.array(GEARED['damping']) * qd
+            + GEARED['friction'][0] * np.tanh(qd / 0.01))
+    stamps = T0_NS + np.round(t * 1e9).astype(np.int64)
+    run = Run(model.joint_names, stamps, q, qd, q, qd, qdd, tau, tau, model.effort_limits)
+    write_run(path, run, default_urdf_path().read_text())
+    done.write_text('ok\n')
+    print(f'  generated {path.name} in {time.perf_counter() - start:.1f} s', file=sys.stderr)
+    return path
+
+
 def child_validate(bag, out, identify=False):
     from rnea_controller.analysis.validate import validate_bag
     start = time.perf_counter()
     result = validate_bag(bag, out, progress=False, identify=identify)
     elapsed = time.perf_counter() - start
-    payload = result.report.get('identification', {}).get('payload', {})
+    identification = result.report.get('identification', {})
+    payload = identification.get('payload') or {}
+    holdout = (identification.get('holdout') or {}).get('joints', {})
     return {'seconds': elapsed, 'payload_kg': result.report['residual']['payload_kg'],
             'gaps': result.report['loop']['gap_count'],
             'delay_ms': result.report['delay']['overall']['tau_ms'],
-            'identified_kg': payload.get('mass')}
+            'identified_kg': payload.get('mass'),
+            'condition_number': identification.get('condition_number'),
+            'holdout': {joint: (h.get('urdf'), h.get('identified'))
+                        for joint, h in holdout.items()}}
 
 
 def child_rosbags(bag):
@@ -119,7 +171,8 @@ def child_main(kind, bag):
               'identify': lambda: child_validate(bag, out, identify=True),
               'rosbags': lambda: child_rosbags(bag),
               'load_all': lambda: child_load_all(bag),
-              'generate': lambda: {'path': str(generate(float(bag)))}}[kind]()
+              'generate': lambda: {'path': str(generate(float(bag)))},
+              'generate_excitation': lambda: {'path': str(generate_excitation())}}[kind]()
     result['maxrss_mb'] = peak_rss_mb()
     print(json.dumps(result))
 
@@ -145,11 +198,35 @@ def main():
               f'{ours["gaps"]} gap(s) found (1 set), effective delay {ours["delay_ms"]:.2f} ms '
               '(true 0)')
     identified = measure('identify', bag_path(MINUTES[-1]))
+    payload = identified['identified_kg']
     print(f'  {MINUTES[-1]:>4g} min with --identify: {identified["seconds"]:6.2f} s, '
           f'identification {identified["seconds"] - rows[-1][2]["seconds"]:+.2f} s '
-          f'(peak RSS {identified["maxrss_mb"]:.0f} MB); payload {identified["identified_kg"]:.3f}'
-          ' kg (true 2.000)')
-    return _verdict(rows)
+          f'(peak RSS {identified["maxrss_mb"]:.0f} MB); payload '
+          + (f'{payload:.3f} kg (true 2.000)' if payload is not None else 'not reported'))
+    return _verdict(rows) & excitation_identification()
+
+
+def excitation_identification():
+    """Issue 30: the identification time of a 60-second excitation bag (goal <= 60 s)."""
+    bag = Path(measure('generate_excitation', EXCITATION_SECONDS)['path'])
+    plain = measure('validate', bag)
+    ident = measure('identify', bag)
+    seconds = ident['seconds'] - plain['seconds']
+    print(f'  {EXCITATION_SECONDS:g} s excitation bag (links perturbed, geared): validate '
+          f'{plain["seconds"]:.2f} s, with --identify {ident["seconds"]:.2f} s: identification '
+          f'{seconds:.2f} s (peak RSS {ident["maxrss_mb"]:.0f} MB), condition number '
+          f'{ident["condition_number"] or float("nan"):.3g}')
+    for joint, (urdf, identified) in ident['holdout'].items():
+        print(f'       held-out torque RMS {joint}: URDF {_pct(urdf)}, identified '
+              f'{_pct(identified)}')
+    ok = ident['seconds'] <= 60.0
+    print(f'  target identification of a 60 s excitation <= 60 s: {"PASS" if ok else "FAIL"} '
+          f'({ident["seconds"]:.1f} s with the validation)')
+    return ok
+
+
+def _pct(value):
+    return '-' if value is None else f'{100 * value:.3g} %'
 
 
 def _verdict(rows):
@@ -168,5 +245,8 @@ def _verdict(rows):
 if __name__ == '__main__':
     if len(sys.argv) == 4 and sys.argv[1] == '--child':
         child_main(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:] == ['--excitation']:  # the issue-30 figures alone
+        CACHE.mkdir(parents=True, exist_ok=True)
+        sys.exit(0 if excitation_identification() else 1)
     else:
         sys.exit(0 if main() else 1)

@@ -1,11 +1,14 @@
 """Geared arms (issue 23): rotor inertia and friction on the simulated arm, told and not told,
-and the identification round trip (excite, identify, restart with the file, track).
+and the identification round trip (excite, identify, restart with the file, track), with the
+arm's links off the URDF too (issue 30).
 
 The plant is MuJoCo (`sim.plant`) with MuJoCo Menagerie's xArm7 figures: armature 0.1 kg·m² on
 every joint, viscous friction 10, 10, 5, 5, 5, 2 N·m·s/rad, Coulomb 1 N·m (frictionloss), none
-of which the URDF states. In process: the plant steps at 1 kHz with the controller's command of
-the state at the step's start, so the figures are deterministic. Then the same with the real
-programs (rnea-demo: simulator, controller, recorder and validator over DDS).
+of which the URDF states; with link errors (`perturb_links`, seeded: every moving link's mass
+and principal inertias up to 30 % off, its centre of mass up to 3 cm). In process: the plant
+steps at 1 kHz with the controller's command of the state at the step's start, so the figures
+are deterministic: the strict bounds are there. Then the same with the real programs
+(rnea-demo: simulator, controller, recorder and validator over DDS) as a functional round trip.
 """
 import json
 import math
@@ -21,7 +24,7 @@ from rnea_controller.analysis.identify import Identification, parameters_yaml
 from rnea_controller.control.law import Controller, validate_parameters
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.sim.node import HOME
-from rnea_controller.sim.plant import Plant, PlantOptions
+from rnea_controller.sim.plant import perturb_links, Plant, PlantOptions
 from rnea_controller.tools.demo import GEARED
 from rnea_controller.tools.send_trajectory import demo_motion, excitation_motion
 
@@ -35,16 +38,30 @@ TOLD = {**{f'armature.{j}': GEARED['armature'][0] for j in JOINTS},
         **{f'friction.{j}.viscous': b for j, b in zip(JOINTS, GEARED['damping'])},
         **{f'friction.{j}.coulomb': GEARED['friction'][0] for j in JOINTS}}
 FRICTION_ONLY = {name: value for name, value in TOLD.items() if name.startswith('friction')}
+LINK_ERRORS = (1, 0.3, 0.3, 0.03)  # perturb_links(seed, mass, inertia, com): issue 30's figures
+LINKS_OFF = PlantOptions(armature=GEARED_PLANT.armature, damping=GEARED_PLANT.damping,
+                         friction=GEARED_PLANT.friction, link_errors=LINK_ERRORS)
+TRUE_MODEL = RobotModel.from_urdf_string(perturb_links(URDF, *LINK_ERRORS))
 
 
-def track(values, plant_options, motion=demo_motion, duration=3.0, log=None, rest=0.0):
-    """RMS tracking error [rad] over the motion and `rest` [s] at rest after it, all joints;
+def track(values, plant_options, motion=demo_motion, duration=3.0, log=None, rest=0.0,
+          model=MODEL):
+    """RMS tracking error [rad] over the motion and `rest` [s] at rest after it, all joints
+    (`track_run`)."""
+    return track_run(values, plant_options, motion, duration, log, rest, model)[0]
+
+
+def track_run(values, plant_options, motion=demo_motion, duration=3.0, log=None, rest=0.0,
+              model=MODEL):
+    """(RMS tracking error [rad] over the motion and `rest` [s] at rest after it, all joints;
+    the largest final error [rad]) of the controller configured with `values` on `model`;
     `log` gets (step, q, qd, applied effort) of every step."""
     plant = Plant(URDF, plant_options)
     plant.reset(HOME)
-    cfg = validate_parameters(values, MODEL)
+    cfg = validate_parameters(values, model)
     controller = Controller(cfg)
-    w = motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, duration)
+    w = (excitation_motion(MODEL, np.array(HOME), duration) if motion is excitation_motion else
+         motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, duration))
     reference = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
                             joint_names=JOINTS, position_limits=MODEL.position_limits,
                             current=np.vstack([HOME, np.zeros((2, len(JOINTS)))]), now=0.0)
@@ -57,7 +74,7 @@ def track(values, plant_options, motion=demo_motion, duration=3.0, log=None, res
         if log is not None:
             log.append((k, q, qd, applied.copy()))
         errors[k] = reference.sample(t + plant_options.timestep)[0] - plant.q
-    return math.sqrt(np.mean(errors ** 2))
+    return math.sqrt(np.mean(errors ** 2)), float(np.abs(errors[-1]).max())
 
 
 @pytest.fixture(scope='module')
@@ -89,29 +106,43 @@ def test_a_feedback_inertia_floor_holds_the_untold_arm_closer():
     assert with_floor < 0.5 * without
 
 
-def identify(log):
-    """Feed a run's log to the identification; the parameters file's values."""
+def identify(log, result=None):
+    """Feed a run's log to the identification; the parameters file's values (and the fit's
+    report into the dict `result`)."""
     identification = Identification(MODEL, 'wrist_3_link')
     k, q, qd, tau = (np.array(column) for column in zip(*log))
     for s in range(0, len(k), 2000):
         identification.update(k[s:s + 2000] * 1_000_000, q[s:s + 2000], qd[s:s + 2000],
                               tau[s:s + 2000])
-    text = parameters_yaml(identification.result(), MODEL)
+    fit = identification.result()
+    if result is not None:
+        result.update(fit)
+    text = parameters_yaml(fit, MODEL)
     return dict(flatten(yaml.safe_load(text)['/**']['ros__parameters']))
+
+
+def assert_predicts_held_out_torques(identification):
+    """Issue 30: on the held-out rows, every joint's relative torque RMS ≤ 5 % and below the
+    URDF's."""
+    for joint, held in identification['holdout']['joints'].items():
+        assert held['identified'] <= 0.05 and held['identified'] < held['urdf'], (joint, held)
 
 
 def test_excite_identify_restart_tracks_within_2x_of_told(told):
     """Issue 23's round trip in process: told nothing but a feedback floor, the excitation
     moves every joint; the fit finds friction within 3 % and the armature the plant's step has,
     a + dt·D (MuJoCo integrates damping implicitly: (M + diag(a) + dt D) qd1 = ..., see
-    test_plant), within 10 %: the links are identified too (issue 30), and a joint's armature
-    and its link's I_zz about the same axis share one sum the motion sees (the shoulder
-    lift's: 0.118 for 0.110, its link's I_zz 0.008 lower); the restarted controller tracks as
-    the told one (measured 1.17e-4 against 1.18e-4 rad)."""
+    test_plant), the armature within 10 % (the links are identified too, issue 30), and the
+    restarted controller tracks as the told one (measured 1.17e-4 against 1.18e-4 rad). The
+    shoulder's two armatures are not base parameters (each adds to the links' inertia about
+    the same axis: the motion tells the sum, the URDF prior the split; the pan's 0.099 for
+    0.110), so they are not compared."""
     log = []
     track({'feedback_inertia_floor': 0.1}, GEARED_PLANT, excitation_motion, 12.0, log, 1.0)
     values = identify(log)
     for name, true in TOLD.items():
+        if name in (f'armature.{JOINTS[0]}', f'armature.{JOINTS[1]}'):
+            continue
         if name.startswith('armature'):
             viscous = TOLD[name.replace('armature', 'friction') + '.viscous']
             true = true + GEARED_PLANT.timestep * viscous
@@ -120,15 +151,35 @@ def test_excite_identify_restart_tracks_within_2x_of_told(told):
     assert track(values, GEARED_PLANT) <= 2.0 * told
 
 
+def test_one_excitation_makes_the_cad_model_exact():
+    """Issue 30 in process: the links off the URDF (seed 1: 30 % mass and inertia, 3 cm) and
+    geared. Told the geared figures but the URDF's links, the demo motion tracks 1.6e-3 rad
+    RMS (14× the exact model: what the link errors cost); the exact model (the perturbed URDF,
+    the geared figures) 1.2e-4. One excitation tracked by a controller told nothing but a
+    feedback floor, --identify, a restart with the file: within 2× of the exact model over the
+    motion and 1 s at rest, final error ≤ 1e-3 rad."""
+    exact, _ = track_run(TOLD, LINKS_OFF, rest=1.0, model=TRUE_MODEL)
+    urdf_links = track(TOLD, LINKS_OFF, rest=1.0)
+    assert urdf_links > 5 * exact  # the link errors matter: the bound below can fail
+    log, fit = [], {}
+    track({'feedback_inertia_floor': 0.1}, LINKS_OFF, excitation_motion, 13.0, log, 1.0)
+    values = identify(log, fit)
+    assert_predicts_held_out_torques(fit)
+    identified, final = track_run(values, LINKS_OFF, rest=1.0)
+    print(f'exact {exact:.3g}, URDF links {urdf_links:.3g}, identified {identified:.3g} rad '
+          f'(final {final:.2g})')
+    assert identified <= 2.0 * exact, (identified, exact)
+    assert final <= 1e-3
+
+
 MAX_GAP_MS = 100.0  # longest gap of reference or joint states in a run (a stalled host)
 
 
-def demo(tmp_path, name, *options, duration=5.0, attempts=3):
+def demo(tmp_path, name, *options, duration=5.0, attempts=3, usable=None):
     """rnea-demo (real simulator, controller, recorder, validator): the RMS [rad] over joints
-    and the output directory. A run with a gap over MAX_GAP_MS is recorded again, as a user
-    re-records a run `rnea-validate --max-gap` fails: a 2-core host loaded by other test runs
-    stalled the controller 0.4 s in a 14 s excitation, the arm swung into its joint limits,
-    whose constraint torques no recorded effort holds, and the fit read nonsense."""
+    and the output directory. A run that is not `usable` (default: `no_stall`) is recorded
+    again, as a user re-records a run that `rnea-validate` fails."""
+    usable = usable or no_stall
     for attempt in range(attempts):
         output = tmp_path / f'{name}-{attempt}'
         done = subprocess.run([console_script('rnea-demo'), '--duration', str(duration),
@@ -136,40 +187,80 @@ def demo(tmp_path, name, *options, duration=5.0, attempts=3):
                               capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         report = json.loads((output / 'report.json').read_text())
-        gaps = report['loop']['gaps'] + report['joint_states']['gaps']
-        longest = max((gap['duration_ms'] for gap in gaps), default=0.0)
-        if longest <= MAX_GAP_MS:
+        why = usable(report)
+        if why is None:
             joints = report['tracking']['joints'].values()
             return math.sqrt(np.mean([j['rms'] ** 2 for j in joints])), output
-    pytest.fail(f'{name}: each of {attempts} runs had a gap over {MAX_GAP_MS:g} ms (last: '
-                f'{longest:.0f} ms): the host stalls the programs')
+    pytest.fail(f'{name}: none of {attempts} runs was usable (last: {why})')
+
+
+def no_stall(report):
+    """None when no gap of the reference or the joint states exceeds MAX_GAP_MS (a tracking
+    figure of a run the host stalled 0.4 s is the stall's, not the model's), else why."""
+    gaps = report['loop']['gaps'] + report['joint_states']['gaps']
+    longest = max((gap['duration_ms'] for gap in gaps), default=0.0)
+    return None if longest <= MAX_GAP_MS else f'a gap of {longest:.0f} ms'
+
+
+def predicts_held_out_torques(report):
+    """None when the identification predicts its held-out rows within 5 % on every joint, and
+    better than the URDF, else why: an excitation is judged by what its fit predicts, not by
+    its gaps (the filter skips the windows over a gap; a stall that swings the arm into a
+    joint limit, whose constraint torque no recorded effort holds, spoils the fit and shows
+    here), as a user re-records an excitation whose check fails."""
+    bad = {joint: h for joint, h in report['identification']['holdout']['joints'].items()
+           if not (h['identified'] <= 0.05 and h['identified'] < h['urdf'])}
+    return None if not bad else f'held-out torque RMS {bad}'
+
+
+def parameters_file(path, values):
+    """Write {dotted name: value} as a ROS 2 parameters file for every node."""
+    tree = {}
+    for name, value in values.items():
+        *keys, leaf = name.split('.')
+        node = tree
+        for key in keys:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': tree}}))
+    return path
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_round_trip_with_the_real_programs(tmp_path):
-    """Record an excitation (`rnea-demo --geared --excite`: the controller told nothing but
-    feedback_inertia_floor), identify, restart with the written file, track. Measured on a
-    2-core host: told 1.36-1.49e-4 rad, identified 1.42e-4, plain 0.59-0.95e-4, told
-    nothing 3.4e-2 (told within 1.5-2.4× of plain: MuJoCo's soft friction and host load; the
-    deterministic bound is the in-process test's)."""
-    params = tmp_path / 'told.yaml'
-    tree = {}
-    for name, value in TOLD.items():
-        *path, leaf = name.split('.')
-        node = tree
-        for key in path:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    params.write_text(yaml.safe_dump({'/**': {'ros__parameters': tree}}))
-    told, _ = demo(tmp_path, 'told', '--geared', '--params-file', str(params))
-    _, excited = demo(tmp_path, 'excite', '--geared', '--excite', '--param',
-                      'feedback_inertia_floor:=0.1', duration=14.5)
-    identified, _ = demo(tmp_path, 'identified', '--geared', '--params-file',
-                         str(excited / 'identified_parameters.yaml'))
-    assert identified <= 2.0 * told, (identified, told)
-    plain, _ = demo(tmp_path, 'plain')
-    assert told <= 3.0 * plain, (told, plain)
+    """Issue 30 with the real programs (rnea-demo: simulator, controller, recorder, validator):
+    the simulated arm geared and its links off the URDF (seed 2). The exact model (the
+    controller told the perturbed URDF and the geared figures) tracks the demo motion; an
+    excitation recorded with the controller told nothing but feedback_inertia_floor, identified
+    (--identify), and the controller restarted with the written file tracks within 3× of it,
+    with a final error ≤ 1e-3 rad; the fit predicts the held-out torques within 5 %. 3×, not
+    the in-process test's 2×: each run's RMS moves with the host's load (told runs measured
+    1.4-2.4× apart on this host); told the URDF's links the same arm tracks 26× worse than
+    exact (3.9e-3 against 1.5e-4 rad, final 7.8e-3), so 3× still tells a right file from a
+    wrong one. A tracking run the host stalled over 100 ms, or an excitation whose fit misses
+    its held-out rows, is recorded again (at most 3 times each), as a user would. Measured:
+    identified 1.32-1.58e-4 against exact 1.45-1.58e-4, final 3.9-4.2e-4, held-out 0.01-0.49 %
+    (docs/validation.md)."""
+    seed = '2'
+    exact_file = parameters_file(tmp_path / 'exact.yaml', {
+        'robot_description': perturb_links(URDF, int(seed), *LINK_ERRORS[1:]), **TOLD})
+    exact, _ = demo(tmp_path, 'exact', '--geared', '--link-errors', seed,
+                    '--params-file', str(exact_file))
+    _, excited = demo(tmp_path, 'excite', '--geared', '--link-errors', seed, '--excite',
+                      '--param', 'feedback_inertia_floor:=0.1', duration=14.5,
+                      usable=predicts_held_out_torques)
+    identified, report = demo(tmp_path, 'identified', '--geared', '--link-errors', seed,
+                              '--params-file', str(excited / 'identified_parameters.yaml'))
+    final = max(abs(j['final']) for j in json.loads(
+        (report / 'report.json').read_text())['tracking']['joints'].values())
+    fit = json.loads((excited / 'report.json').read_text())['identification']
+    held = {j: round(100 * h['identified'], 3) for j, h in fit['holdout']['joints'].items()}
+    print(f'exact {exact:.3g}, identified {identified:.3g} rad (final {final:.2g}); fit: '
+          f"condition number {fit['condition_number']:.3g}, held-out relative RMS [%] {held}")
+    assert_predicts_held_out_torques(fit)
+    assert identified <= 3.0 * exact, (identified, exact)
+    assert final <= 1e-3
 
 
 @pytest.mark.integration

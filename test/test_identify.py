@@ -63,8 +63,9 @@ def run(plant_options, motion_of, duration, values=None, rest=0.5):
     plant.reset(HOME)
     cfg = validate_parameters(values or {'feedback_inertia_floor': 0.1}, MODEL)
     controller = Controller(cfg)
-    w = motion_of(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits,
-                  duration)
+    w = (excitation_motion(MODEL, np.array(HOME), duration) if motion_of is excitation_motion
+         else motion_of(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits,
+                        duration))
     reference = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
                             joint_names=JOINTS, position_limits=MODEL.position_limits,
                             current=np.vstack([HOME, np.zeros((2, len(JOINTS)))]), now=0.0)

@@ -101,6 +101,8 @@ def test_tracking_error_interpolates_joint_states_at_reference_stamps():
     assert r['joints']['j1']['p99'] == pytest.approx(1e-3, rel=1e-3)
     assert r['joints']['j2']['max'] == pytest.approx(0.01 + 2e-4, rel=1e-6)
     assert r['joints']['j2']['max_at_s'] == pytest.approx(2.001, abs=1.1e-3)
+    assert r['joints']['j1']['final'] == pytest.approx(1e-3, rel=1e-9)  # the last error
+    assert r['joints']['j2']['final'] == pytest.approx(-2e-4, rel=1e-6)
     # the position plot's series: desired and measured, bucket by bucket, differ by the error
     t, d_lo, d_hi = tracking.desired.series()
     t_m, m_lo, m_hi = tracking.measured.series()

@@ -15,6 +15,7 @@ from rnea_controller.sim.node import HOME
 from rnea_controller.tools.send_trajectory import (
     _demo_profile,
     demo_motion,
+    excitation_motion,
     load_waypoints,
     to_message,
 )
@@ -145,6 +146,14 @@ def test_sends_a_file_and_the_demo_over_dds(tmp_path, listener):
     demo = listener[1]
     assert len(demo.points) == 30 and len(demo.joint_names) == 6
     np.testing.assert_allclose(demo.points[-1].positions, HOME)  # about the current position
+    done = subprocess.run([console_script('rnea-send-trajectory'), '--excite', '--duration', '6'],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert wait_for(lambda: len(listener) == 3, 5.0)
+    sent = np.array([p.positions for p in listener[2].points])
+    model = RobotModel.from_urdf_file(default_urdf_path())
+    np.testing.assert_allclose(sent, excitation_motion(model, np.array(HOME), 6.0).positions,
+                               atol=1e-12)  # the same optimised motion: deterministic
 
 
 @pytest.mark.integration

@@ -162,16 +162,17 @@ class Identification:
         if out is None or not len(out[0]):
             return
         t, q, qd, qdd, tau = out
+        steady = self.smoothers[held_out].steady  # (N, n): no velocity reversal in the window
         A = self.rows(q, qd, qdd)
         if held_out:
-            self._add(self.held, A, tau, qd, np.ones(len(t), bool))
+            self._add(self.held, A, tau, qd, steady)
             return
         self.samples += len(t)
         self.start = t[0] if self.start is None else self.start
         block = ((t - self.start) * 1e-9 // HOLDOUT_BLOCK).astype(np.int64)
         left_out = ((block % HOLDOUT_EVERY) == 2) & (not self.second_bag)
-        self._add(self.fit, A, tau, qd, ~left_out)
-        self._add(self.held, A, tau, qd, left_out)
+        self._add(self.fit, A, tau, qd, ~left_out[:, None] & steady)
+        self._add(self.held, A, tau, qd, left_out[:, None] & steady)
 
     def rows(self, q, qd, qdd):
         """A (N, n, 13n): the regressor Y, then armature, viscous, Coulomb columns."""
@@ -183,7 +184,7 @@ class Identification:
         return np.concatenate([regressor_batch(self.model, q, qd, qdd), joint], axis=2)
 
     def _add(self, rows, A, tau, qd, mask):
-        sliding = (np.abs(qd) >= SLIDING_SPEED) & mask[:, None]
+        sliding = (np.abs(qd) >= SLIDING_SPEED) & mask
         for j in range(self.model.n):
             if sliding[:, j].any():
                 rows.add(j, A[sliding[:, j], j], tau[sliding[:, j], j])

@@ -252,6 +252,7 @@ class TrackingStats:
         self.desired = Envelope(m, max_points)  # q_d and q themselves, for the position plot
         self.measured = Envelope(m, max_points)
         self.unaligned = 0
+        self.final = np.full(m, np.nan)  # the last error [rad]: where the run came to rest
         self._js = StampedSamples(m)
         self._ref = StampedSamples(m)
 
@@ -298,16 +299,21 @@ class TrackingStats:
         better = peak > self.max_abs
         self.max_abs[better] = peak[better]
         self.max_at[better] = t[i[better]]
+        last = len(e) - 1 - np.argmax(ok[::-1], axis=0)  # each joint's last finite error
+        seen = ok.any(axis=0)
+        self.final[seen] = e[last[seen], np.arange(e.shape[1])[seen]]
         self.hist.add(e)
         self.envelope.add(t, e)
 
     def result(self):
-        """{joint: {rms, max, p99 [rad], max_at_s, samples}} plus 'unaligned' reference count."""
+        """{joint: {rms, max, p99, final [rad], max_at_s, samples}} plus 'unaligned' reference
+        count; final: the run's last error, where the arm came to rest."""
         rms = np.sqrt(self.sum_sq / np.maximum(self.count, 1))
         p99 = self.hist.quantile(0.99)
         joints = {name: {'rms': float(rms[j]) if self.count[j] else float('nan'),
                          'max': float(self.max_abs[j]) if self.count[j] else float('nan'),
-                         'p99': float(p99[j]), 'max_at_s': float(self.max_at[j]),
+                         'p99': float(p99[j]), 'final': float(self.final[j]),
+                         'max_at_s': float(self.max_at[j]),
                          'samples': int(self.count[j])} for j, name in enumerate(self.names)}
         return {'joints': joints, 'unaligned': self.unaligned + len(self._ref)}
 

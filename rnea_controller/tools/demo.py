@@ -12,12 +12,15 @@
    saturation, loop rate and jitter) on the terminal, report.json, report.md and PNG plots.
 
     rnea-demo [--payload KG] [--law feedforward_pd] [--duration S] [--output DIR]
-              [--geared] [--excite] [--params-file FILE] [--param NAME:=VALUE ...]
+              [--geared] [--link-errors SEED] [--excite] [--params-file FILE]
+              [--param NAME:=VALUE ...]
 
 --payload puts a mass at the arm's last link in the simulator only: the controller's model does
 not know it, so the tracking error shows the model error. --geared gives the simulated arm the
 rotor inertia and friction of a geared arm (`GEARED`, MuJoCo Menagerie's xArm7 figures), also
-unknown to the controller unless told (--params-file, --param). --excite sends the
+unknown to the controller unless told (--params-file, --param). --link-errors SEED makes
+every moving link of the simulated arm differ from the URDF (mass and principal inertias by up
+to 30 %, centre of mass by up to 3 cm, seeded: rnea-sim's link_errors.*). --excite sends the
 identification motion instead of the demo motion and identifies (`rnea-validate --identify`):
 the output then holds identified_parameters.yaml for the controller's --params-file
 (docs/validation.md, "Identification").
@@ -66,6 +69,10 @@ def parse_args(argv):
                              'and show its result code')
     parser.add_argument('--geared', action='store_true', help='simulate rotor inertia and '
                         'friction (a geared arm), unknown to the controller unless told')
+    parser.add_argument('--link-errors', type=int, metavar='SEED',
+                        help="every moving link's mass, inertia and centre of mass off the "
+                        "URDF's in the simulator (rnea-sim link_errors.seed: up to 30 %%, 30 %% "
+                        'and 3 cm, seeded), unknown to the controller')
     parser.add_argument('--excite', action='store_true', help='send the identification motion '
                         'and identify: writes identified_parameters.yaml')
     parser.add_argument('--params-file', type=Path, metavar='FILE',
@@ -75,6 +82,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.duration < 3.0:
         parser.error(f'--duration must be at least 3 s, got {args.duration}')
+    if args.link_errors is not None and args.link_errors < 0:
+        parser.error(f'--link-errors must be a seed >= 0, got {args.link_errors}')
     if not 0.0 <= args.payload <= 20.0:
         parser.error(f'--payload must be in [0, 20] kg, got {args.payload}')
     return args
@@ -190,22 +199,24 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
         time.sleep(0.05)
 
 
-def send_demo_motion(monitor, model, duration, via_action=False, excite=False):
-    """Publish the demo motion (or with `excite` the excitation motion) about the current
-    desired position (no step at the start).
+def plan_motion(monitor, model, duration, excite=False):
+    """The demo motion (or with `excite` the excitation motion, optimised for the model: 0.5-4 s,
+    done before recording) about the current desired position (no step at the start)."""
+    from rnea_controller.tools.send_trajectory import demo_centre, demo_motion, excitation_motion
+    centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
+    if excite:
+        return excitation_motion(model, centre, duration)
+    return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
+                       duration)
+
+
+def send_demo_motion(monitor, waypoints, via_action=False):
+    """Publish the waypoints (`plan_motion`) to the controller.
 
     via_action: send it as a FollowJointTrajectory goal instead; returns the future of its
     goal handle (None on the topic).
     """
-    from rnea_controller.tools.send_trajectory import (
-        demo_centre,
-        demo_motion,
-        excitation_motion,
-        to_message,
-    )
-    centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
-    waypoints = (excitation_motion if excite else demo_motion)(
-        model.joint_names, centre, model.velocity_limits, model.position_limits, duration)
+    from rnea_controller.tools.send_trajectory import to_message
     deadline = time.monotonic() + 10.0
     while not any(info.node_name.startswith('rnea_controller') for info in
                   monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
@@ -270,8 +281,9 @@ def run_with_progress(seconds, monitor, processes, label):
 
 def start_simulator(processes, args):
     geared = [f'{name}:={values!r}' for name, values in GEARED.items()] if args.geared else []
+    links = [] if args.link_errors is None else [f'link_errors.seed:={args.link_errors}']
     processes.start('sim', [find_program('rnea-sim'), '--ros-args', *_params(
-        [f'payload.mass:={float(args.payload)!r}', *geared])])
+        [f'payload.mass:={float(args.payload)!r}', *geared, *links])])
 
 
 def start_controller(processes, args):
@@ -311,11 +323,12 @@ def run(args):
                    processes)
         wait_until(monitor.arm_driven, "the simulator applying the controller's commands",
                    processes)
+        motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
+        waypoints = plan_motion(monitor, model, motion, args.excite)
         monitor.start_recording(processes)
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
-        motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
-        goal = send_demo_motion(monitor, model, motion, args.via_action, args.excite)
+        goal = send_demo_motion(monitor, waypoints, args.via_action)
         run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
                           f'{"excitation" if args.excite else "demo"} motion {motion:.1f} s')
         if goal is not None:

@@ -26,11 +26,11 @@ Amplitudes are scaled so |qd| stays under 40 % of each joint's velocity limit, |
 `DEMO_MAX_ACCELERATION`, and positions 0.1 rad inside the position limits.
 
 The excitation motion (--excite, for `rnea-validate --identify`) moves every joint at once
-about the same centre: q_j(t) = c_j + A_j w(t) Σ_m sin(2π f_m (1 + 0.17 j) t + φ_jm), three
-frequencies `EXCITE_FREQUENCIES` (0.13-0.83 Hz for the first joint, higher for later ones, so
-that no two joints move alike), in a window w that rises and falls over `EXCITE_RAMP`. Each
-joint goes both ways, at several speeds and accelerations, within the same velocity share and
-position margin, |qdd| under `EXCITE_MAX_ACCELERATION`.
+about the same centre along a finite Fourier series of 6 harmonics whose period is the
+duration, optimised for the condition number of the identification's regressor (every link's
+inertial parameters, armature and friction) within the joints' position limits (0.1 rad
+inside), 40 % of their velocity limits and `EXCITE_MAX_ACCELERATION`, starting and ending at
+rest (`analysis/excitation.py`; it takes 0.5-4 s before sending).
 
 With --via-action it goes as a FollowJointTrajectory goal instead, and the result code is
 printed (exit 0 on SUCCESSFUL).
@@ -60,10 +60,6 @@ DEMO_MAX_ACCELERATION = 3.0  # [rad/s^2]
 DEMO_STEP = 0.1  # [s] between points
 VELOCITY_SHARE = 0.4  # of the URDF velocity limit
 LIMIT_MARGIN = 0.1  # [rad] inside the position limits
-EXCITE_FREQUENCIES = (0.13, 0.37, 0.83)  # [Hz] of joint 0; joint j's are × (1 + 0.17 j)
-EXCITE_AMPLITUDE = 3.0  # [rad] at most; the limits usually bind first
-EXCITE_MAX_ACCELERATION = 8.0  # [rad/s^2]
-EXCITE_RAMP = 1.0  # [s] rise and fall of the excitation window
 
 
 @dataclass(frozen=True)
@@ -237,37 +233,16 @@ def demo_motion(joint_names, centre, velocity_limits, position_limits, duration=
                           profiles, amplitudes, DEMO_MAX_ACCELERATION)
 
 
-def _excite_profile(t, T, j):
-    """Sum of EXCITE_FREQUENCIES × (1 + 0.17 j) sines in a window that rises and falls over
-    EXCITE_RAMP (quintic smoothstep), and its first two time derivatives."""
-    w, wd, wdd = _product(_ramp(t / EXCITE_RAMP, 1 / EXCITE_RAMP),
-                          _ramp((T - t) / EXCITE_RAMP, -1 / EXCITE_RAMP))
-    g, gd, gdd = np.zeros_like(t), np.zeros_like(t), np.zeros_like(t)
-    for m, f in enumerate(EXCITE_FREQUENCIES):
-        b, phase = 2 * math.pi * f * (1 + 0.17 * j), 1.3 * m * (j + 1)
-        g, gd = g + np.sin(b * t + phase), gd + b * np.cos(b * t + phase)
-        gdd = gdd - b**2 * np.sin(b * t + phase)
-    return _product((w, wd, wdd), (g, gd, gdd))
-
-
-def _ramp(x, dx):
-    """Quintic smoothstep s(x) clipped to [0, 1], and its derivatives in t (dx = dx/dt)."""
-    x = np.clip(x, 0.0, 1.0)
-    return (10 * x**3 - 15 * x**4 + 6 * x**5, dx * (30 * x**2 - 60 * x**3 + 30 * x**4),
-            dx**2 * (60 * x - 180 * x**2 + 120 * x**3))
-
-
-def _product(f, g):
-    """(f g, (f g)', (f g)'') from (f, f', f'') and (g, g', g'')."""
-    return f[0] * g[0], f[1] * g[0] + f[0] * g[1], f[2] * g[0] + 2 * f[1] * g[1] + f[0] * g[2]
-
-
-def excitation_motion(joint_names, centre, velocity_limits, position_limits, duration=12.0):
-    """The identification Waypoints about `centre` [rad] (see module docstring)."""
-    profiles = [partial(_excite_profile, T=duration, j=j) for j in range(len(joint_names))]
-    return _scaled_motion(joint_names, centre, velocity_limits, position_limits, duration,
-                          profiles, [EXCITE_AMPLITUDE] * len(joint_names),
-                          EXCITE_MAX_ACCELERATION)
+def excitation_motion(model, centre, duration=12.0):
+    """The identification Waypoints of `model` (RobotModel) about `centre` [rad], one period
+    of `duration` [s] (see module docstring and `analysis.excitation`)."""
+    from rnea_controller.analysis.excitation import excitation
+    motion = excitation(model, np.asarray(centre, dtype=float), duration)
+    times = np.arange(1, int(round(duration / DEMO_STEP)) + 1) * DEMO_STEP
+    p, v, a = motion(times)
+    q, qd, qdd = np.asarray(centre, dtype=float) + p, v, a
+    q[-1], qd[-1], qdd[-1] = centre, 0.0, 0.0  # exactly at rest (a whole period)
+    return Waypoints(tuple(model.joint_names), times, q, qd, qdd)
 
 
 def _scaled_motion(joint_names, centre, velocity_limits, position_limits, duration, profiles,
@@ -315,7 +290,8 @@ def parse_args(argv):
     source.add_argument('file', nargs='?', help='waypoints, .yaml/.yml or .csv')
     source.add_argument('--demo', action='store_true', help='the built-in demo motion')
     source.add_argument('--excite', action='store_true', help='the identification motion '
-                        '(every joint both ways, several speeds and accelerations)')
+                        "(every joint at once, optimised for the identification's condition "
+                        'number)')
     parser.add_argument('--duration', type=float, help='length of the demo (default 8 s) or '
                         'of the excitation (12 s) [s]')
     parser.add_argument('--urdf', help='model for the demo joints and limits (default: the '
@@ -366,9 +342,10 @@ def demo_waypoints(node, args):
         raise TrajectoryError(f'no position of joints {list(model.joint_names)} on '
                               f'{args.reference} or {args.joint_states} within {args.wait} s: '
                               'the demo starts from the current position')
-    motion, duration = (excitation_motion, 12.0) if args.excite else (demo_motion, 8.0)
-    return motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
-                  args.duration or duration)
+    if args.excite:
+        return excitation_motion(model, centre, args.duration or 12.0)
+    return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
+                       args.duration or 8.0)
 
 
 def wait_for_message(node, topic, timeout):
