@@ -97,23 +97,27 @@ class _LawWorkType(_Record):
 class LawModel(structref.StructRefProxy):
     """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
     controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
-    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, and two switches `pd`
-    (feedforward_pd) and `compensate` (the robot compensates gravity). Made by `law_model`;
-    read by compiled code only."""
+    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
+    (feedforward_pd) and `compensate` (the robot compensates gravity), the adaptation's
+    `rates` (armature, viscous, Coulomb) and `ceilings` (3, m), the integral's `ki` [1/s³]
+    and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period `dt` [s]. Made by
+    `law_model`; read by compiled code only."""
 
 
 class LawWork(structref.StructRefProxy):
     """The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T;
     e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
-    `previous`; per-joint `saturation` counts. Holds the numpy arrays it was made from: Python
-    reads those (`Controller`), compiled code writes them."""
+    `previous`; per-joint `saturation` counts; the law's state: `armature` (n,) the model's
+    plus the adapted one, `adapted` (3, m) the estimates a [kg·m²], b [N·m·s/rad], c [N·m],
+    `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads those
+    (`Controller`), compiled code writes them."""
 
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
-                    'pd', 'compensate')
+                    'pd', 'compensate', 'rates', 'ceilings', 'ki', 'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation')
+                   'saturation', 'armature', 'adapted', 'integral')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -136,7 +140,9 @@ class ControllerConfig:
     index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
-    computed torque's feedback gets on top of M (`feedback_boost`); timeouts [s];
+    computed torque's feedback gets on top of M (`feedback_boost`); adaptation: the rates of
+    the armature, viscous and Coulomb estimates; ceilings (3, m) their largest values;
+    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -163,6 +169,11 @@ class ControllerConfig:
     coulomb: np.ndarray
     friction_width: float
     boost: np.ndarray
+    adaptation: np.ndarray
+    ceilings: np.ndarray
+    integral_gain: float
+    integral_clamp: np.ndarray
+    inertia: np.ndarray
     law_model: LawModel
     values: dict
     notes: tuple = ()
@@ -203,16 +214,26 @@ def _with_armature(values, model, joints):
 
 
 def _friction(values, model, joints, index):
-    """(viscous, coulomb, notes): `friction.<joint>.*`, unset ones from the URDF's
-    `<dynamics damping friction>`; notes name the URDF values taken."""
-    viscous = _per_joint(values, joints, 'friction.{}.viscous', model.damping[index])
-    coulomb = _per_joint(values, joints, 'friction.{}.coulomb', model.friction[index])
-    taken = [f'{joint} {kind} {value:g}' for k, joint in enumerate(joints)
-             for kind, value in (('viscous', viscous[k]), ('coulomb', coulomb[k]))
+    """(viscous, coulomb, notes): `friction.<joint>.*`; unset ones 0, or with
+    `friction_source: urdf` the URDF's `<dynamics damping friction>`. The notes report the
+    URDF's values either way: taken, or read and not applied (the documented opt-in)."""
+    urdf = values['friction_source'] == 'urdf'
+    zeros = np.zeros(len(index))
+    damping, friction = model.damping[index], model.friction[index]
+    viscous = _per_joint(values, joints, 'friction.{}.viscous', damping if urdf else zeros)
+    coulomb = _per_joint(values, joints, 'friction.{}.coulomb', friction if urdf else zeros)
+    found = [(joint, kind, value) for k, joint in enumerate(joints)
+             for kind, value in (('viscous', damping[k]), ('coulomb', friction[k]))
              if value and values.get(f'friction.{joint}.{kind}') is None]
-    notes = ('friction from the URDF <dynamics> (no friction.<joint> parameter): '
-             + ', '.join(taken),) if taken else ()
-    return viscous, coulomb, notes
+    listed = ', '.join(f'{joint} {kind} {value:g}' for joint, kind, value in found)
+    if not found:
+        return viscous, coulomb, ()
+    if urdf:
+        return viscous, coulomb, ('friction from the URDF <dynamics> (friction_source: urdf, '
+                                  f'no friction.<joint> parameter): {listed}',)
+    return viscous, coulomb, ('the URDF <dynamics> states friction, not applied '
+                              '(friction_source: none; set friction_source: urdf to feed it '
+                              f'forward, or friction.<joint>.*): {listed}',)
 
 
 def _with_payload_and_gravity(values, model):
@@ -329,10 +350,32 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         compensates_gravity=values['robot_compensates_gravity'],
         viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
         friction_width=float(values['friction_velocity_width']), values=values, notes=notes)
+    config.update(_adaptation(values, model, index, config['effort_limits']))
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
     return ControllerConfig(**config)
+
+
+INTEGRAL_GATE = 0.02  # [rad/s] the integral runs while a joint at rest is slower
+FRICTION_CEILING = 0.25  # the adapted friction's largest torque, share of the effort limit
+
+
+def _adaptation(values, model, index, limits):
+    """The config's adaptation and integral entries (module doc): rates, ceilings (3, m) of
+    the armature [kg·m²], viscous [N·m·s/rad] and Coulomb [N·m] estimates, integral gain
+    [1/s³] and clamp [N·m], M_ii(q0) [kg·m²]."""
+    velocity = np.where(np.isfinite(model.velocity_limits[index]) & (model.velocity_limits[index]
+                                                                     > 0),
+                        model.velocity_limits[index], 1.0)
+    ceilings = np.vstack((np.full(len(index), float(values['adaptation.max_armature'])),
+                          FRICTION_CEILING * limits / velocity, FRICTION_CEILING * limits))
+    rates = np.array([values['adaptation.armature_rate'], values['adaptation.viscous_rate'],
+                      values['adaptation.coulomb_rate']], dtype=float)
+    return dict(adaptation=rates, ceilings=ceilings,
+                integral_gain=float(values['integral_gain']),
+                integral_clamp=float(values['integral_clamp']) * limits,
+                inertia=_joint_inertias(model, index))
 
 
 def _q0(model):
@@ -368,7 +411,9 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
                           get('kd'), get('boost'), get('effort_limits'), get('viscous'),
                           get('coulomb'), float(get('friction_width')),
-                          get('law') == 'feedforward_pd', bool(get('compensates_gravity')))
+                          get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
+                          get('adaptation'), get('ceilings'), get('integral_gain'),
+                          get('integral_clamp'), get('inertia'), float(get('period')))
 
 
 def _gravity_rows(model, q):
@@ -393,7 +438,8 @@ def _workspace(n, m):
     """A LawWork for n model joints, m controlled, and its arrays by field name."""
     rows, joints = (ROWS, n), (m,)
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
-                  tau=joints, feedforward=joints, saturation=joints)
+                  tau=joints, feedforward=joints, saturation=joints, armature=(n,),
+                  adapted=(3, m), integral=joints)
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name == 'saturation' else float)
               for name in LAW_WORK_FIELDS}
     return _new_law_work(*arrays.values()), arrays
@@ -414,6 +460,7 @@ class Controller:
         self.work, arrays = _workspace(n, m)
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
+        self.adapted, self.integral = arrays['adapted'], arrays['integral']
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -443,8 +490,17 @@ class Controller:
         self.fallbacks = 0
 
     def reset(self) -> None:
-        """Forget the previous command (the rate limit restarts from the next command)."""
+        """Forget the previous command (the rate limit restarts from the next command), the
+        integral and the adapted armature and friction: the node calls it on activation and
+        when it stops commanding (stale states)."""
         self._has_previous = False
+        self.adapted[:] = 0.0
+        self.integral[:] = 0.0
+
+    def reset_integral(self) -> None:
+        """Forget the integral term (kept: the adapted armature and friction, properties of the
+        arm). A command that is not the law's (`gravity_hold`) calls it."""
+        self.integral[:] = 0.0
 
     def _step(self, cfg, rate_limited=True):
         """Largest command change this tick [N·m] (0: no rate limit)."""
@@ -491,6 +547,7 @@ class Controller:
                      rate_limited: bool = True) -> np.ndarray:
         """Limited g(q) [N·m], the torque that holds the measured q against gravity; zero if
         the robot compensates gravity itself."""
+        self.reset_integral()
         g = _gravity_rows(cfg.model, q)[cfg.index]
         if cfg.compensates_gravity and np.all(np.isfinite(g)):
             g = np.zeros(len(cfg.index))
@@ -576,25 +633,60 @@ def _law(model, work, f_body, q, qd, ref, step):
     """One tick's law in one compiled call; returns False if it was not finite.
 
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
-    (feedforward_pd), plus the friction feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) =
-    T[2] if the robot compensates gravity; then `_limit`. feedforward = T[1] + friction.
+    (feedforward_pd), plus the friction feedforward (b + b^)·qd_d + (c + c^)·tanh(qd_d / w),
+    plus the integral; minus g(q) = T[2] if the robot compensates gravity; then `_limit`;
+    then `_adapt` (the next tick's estimates). The RNEA rows use the model's armature plus
+    the adapted a^. feedforward = T[1] + friction.
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
     _assemble(model, work, q, qd, ref)
+    adapted, armature = work.adapted, work.armature
+    armature[:] = model.armature
+    for k in range(model.index.shape[0]):
+        armature[model.index[k]] += adapted[0, k]
     rows = 3 if model.compensate else 2
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
-                           model.p_tree, model.I, model.armature, work.Q[:rows],
+                           model.p_tree, model.I, armature, work.Q[:rows],
                            work.QD[:rows], work.QDD[:rows], model.v0, model.a0, f_body[:rows],
                            T[:rows])
     raw = work.raw
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        friction = model.viscous[k] * qd_d + model.coulomb[k] * np.tanh(qd_d / model.width)
+        friction = ((model.viscous[k] + adapted[1, k]) * qd_d
+                    + (model.coulomb[k] + adapted[2, k]) * np.tanh(qd_d / model.width))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
         law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
-        raw[k] = law + friction - (T[2, i] if model.compensate else 0.0)
-    return _limit(raw, work.previous, model.limits, step, work.tau, work.saturation)
+        raw[k] = law + friction + work.integral[k] - (T[2, i] if model.compensate else 0.0)
+    if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
+        return False
+    _adapt(model, work, ref)
+    return True
+
+
+@njit(cache=True)
+def _adapt(model, work, ref):
+    """The law's state for the next tick, per joint not limited this tick (tau == raw):
+
+    s = ed + λ e (λ = NATURAL_FREQUENCY), the gradient laws of Slotine & Li (1987) for a
+    joint's own parameters, each with the regressor of its term, projected on [0, ceiling]:
+    a^ += dt·rate_a·s·qdd_d, b^ += dt·rate_b·s·qd_d, c^ += dt·rate_c·s·tanh(qd_d / w);
+    while the joint's reference is at rest (qd_d = qdd_d = 0), the integral
+    += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±i_clamp.
+    """
+    dt, adapted = model.dt, work.adapted
+    for k in range(model.index.shape[0]):
+        if work.tau[k] != work.raw[k]:
+            continue  # saturated or rate-limited: the lag is not the model's
+        e, ed, qd_d, qdd_d = work.e[0, k], work.e[1, k], ref[1, k], ref[2, k]
+        s = ed + NATURAL_FREQUENCY * e
+        regressors = (qdd_d, qd_d, np.tanh(qd_d / model.width))
+        for p in range(3):
+            value = adapted[p, k] + dt * model.rates[p] * s * regressors[p]
+            adapted[p, k] = min(max(value, 0.0), model.ceilings[p, k])
+        if qd_d == 0.0 and qdd_d == 0.0 and abs(ed) < INTEGRAL_GATE:
+            value = work.integral[k] + dt * model.ki * (model.inertia[k] + adapted[0, k]) * e
+            work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
