@@ -16,7 +16,23 @@ Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w), with b =
 friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], w =
 friction_velocity_width [rad/s]. It uses the DESIRED velocity: noise-free and known ahead;
 the measured qd would feed sensor noise through the (smoothed) sign function and chatter.
-Unset, b and c are the URDF's `<dynamics damping friction>` (0 where absent).
+Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeholders; a 1 N·m
+Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
+urdf` the URDF's `<dynamics damping friction>`; the notes report the URDF's values either way.
+
+The model is never the arm (issue 29): the law keeps a state per controlled joint (in
+`LawWork`, updated by `_adapt` after each tick's limits, frozen on a tick the joint is limited):
+- the armature a^ [kg·m²] and friction b^, c^ the arm shows, by the gradient laws of Slotine &
+  Li (1987) restricted to each joint's own parameters: with s = ed + λ e (λ = 20 1/s),
+  a^' = γ_a s qdd_d, b^' = γ_b s qd_d, c^' = γ_c s tanh(qd_d / w), each projected on [0, its
+  ceiling]. a^ enters the RNEA rows as armature (so computed torque's feedback acts through
+  M + a^: an untold geared joint regains its stiffness), b^ and c^ the friction feedforward.
+  The regressor of a^ is the DESIRED acceleration: a hold or an oscillation does not feed it;
+- an integral, only while the joint's reference is at rest (qd_d = qdd_d = 0) and the joint
+  slower than INTEGRAL_GATE: += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±integral_clamp × the
+  effort limit. Integrating while moving made the untold geared arm unstable (the integral's
+  stability needs (M + a^) Kp Kd > J Ki, J the true inertia). `reset` clears it all (activation,
+  stale stop), `gravity_hold` the integral.
 
 Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
 (`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the

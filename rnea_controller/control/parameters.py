@@ -178,13 +178,13 @@ TABLE = (
          low=0.0, high=1e4),
     Spec('adaptation.max_armature', 'double', 1.0, 'kg·m^2', 'largest rotor inertia the '
          'adaptation may add to a joint', low=0.0, high=100.0),
-    Spec('integral_gain', 'double', 4000.0, '1/s^3', 'Ki of the integral term while a joint\'s '
-         'reference is at rest (holds, the end of a trajectory): tau_i += dt·Ki·(M_ii(q0) + a)·e, '
-         'clamped to integral_clamp; frozen while the joint saturates; reset with the '
-         'controller (activation, stale stop) and by every gravity hold; 0: off',
-         low=0.0, high=1e6),
-    Spec('integral_clamp', 'double', 0.2, 'share', "largest integral torque, as a share of the joint's "
-         'effort limit (ros2_control PID i_clamp)', low=0.0, high=1.0),
+    Spec('integral_gain', 'double', 4000.0, '1/s^3', "Ki of the integral term, run while a "
+         "joint's reference is at rest (holds, a trajectory's end) and the joint slower than "
+         '0.02 rad/s: tau_i += dt·Ki·(M_ii(q0) + a)·e, clamped by integral_clamp; frozen while '
+         'the joint saturates; cleared on activation, stale states and every gravity hold; 0: '
+         'off', low=0.0, high=1e6),
+    Spec('integral_clamp', 'double', 0.2, 'share', 'largest integral torque, as a share of '
+         "the joint's effort limit (ros2_control PID i_clamp)", low=0.0, high=1.0),
     Spec('payload.link', 'string', '', '', 'link carrying a known payload; empty: none'),
     Spec('payload.mass', 'double', 0.0, 'kg', 'payload mass', low=0.0, high=1000.0),
     Spec('payload.com', 'double_array', [0.0, 0.0, 0.0], 'm', 'payload centre of mass in the '
