@@ -61,9 +61,8 @@ class Oracle:
 
 
 # One tick's law against the oracle: the URDF friction applied (issue 13's opt-in) and the law's
-# state frozen (no adaptation, no integral), so that each tick is the formula of the module doc.
-FROZEN = {'friction_source': 'urdf', 'adaptation.armature_rate': 0.0,
-          'adaptation.viscous_rate': 0.0, 'adaptation.coulomb_rate': 0.0, 'integral_gain': 0.0}
+# state frozen (no estimation, no integral), so that each tick is the formula of the module doc.
+FROZEN = {'friction_source': 'urdf', 'estimation.forgetting_time': 0.0, 'integral_gain': 0.0}
 
 
 def frozen(values=None):

@@ -84,11 +84,11 @@ def test_the_issue_parameters_exist_with_their_contract_defaults():
         'constraints.goal_time': 0.0, 'state_publish_rate': 50.0, 'action_monitor_rate': 20.0,
         'effort_controller': 'effort_controller', 'command_topic': 'effort_controller/commands',
         # issue 29: the URDF's <dynamics> only when asked (friction_source: urdf); the law
-        # learns friction and missing rotor inertia online, and integrates at rest
+        # estimates missing rotor inertia, viscous friction and a bias online, and integrates
+        # at rest
         'friction_source': 'none', 'friction.<joint>.viscous': None,
-        'friction.<joint>.coulomb': None, 'adaptation.armature_rate': 0.1,
-        'adaptation.viscous_rate': 20.0, 'adaptation.coulomb_rate': 10.0,
-        'integral_gain': 4000.0, 'integral_clamp': 0.2,
+        'friction.<joint>.coulomb': None, 'estimation.forgetting_time': 1.0,
+        'estimation.max_armature': 1.0, 'integral_gain': 4000.0, 'integral_clamp': 0.2,
         'armature.<joint>': 0.0,
         'constraints.<joint>.trajectory': 0.0, 'constraints.<joint>.goal': 0.0,
     }

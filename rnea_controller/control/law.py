@@ -20,19 +20,30 @@ Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeh
 Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
 urdf` the URDF's `<dynamics damping friction>`; the notes report the URDF's values either way.
 
-The model is never the arm (issue 29): the law keeps a state per controlled joint (in
-`LawWork`, updated by `_adapt` after each tick's limits, frozen on a tick the joint is limited):
-- the armature a^ [kg·m²] and friction b^, c^ the arm shows, by the gradient laws of Slotine &
-  Li (1987) restricted to each joint's own parameters: with s = ed + λ e (λ = 20 1/s),
-  a^' = γ_a s qdd_d, b^' = γ_b s qd_d, c^' = γ_c s tanh(qd_d / w), each projected on [0, its
-  ceiling]. a^ enters the RNEA rows as armature (so computed torque's feedback acts through
-  M + a^: an untold geared joint regains its stiffness), b^ and c^ the friction feedforward.
-  The regressor of a^ is the DESIRED acceleration: a hold or an oscillation does not feed it;
-- an integral, only while the joint's reference is at rest (qd_d = qdd_d = 0) and the joint
-  slower than INTEGRAL_GATE: += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±integral_clamp × the
-  effort limit. Integrating while moving made the untold geared arm unstable (the integral's
-  stability needs (M + a^) Kp Kd > J Ki, J the true inertia). `reset` clears it all (activation,
-  stale stop), `gravity_hold` the integral.
+The model is never the arm (issue 29): per controlled joint the law estimates online what the
+arm shows beyond its model, state in `LawWork`, updated by `_estimate` after each tick's
+limits (one compiled call):
+- r = tau_applied - RNEA(q, qd, qdd_m)_i, the joint's residual at the measured acceleration
+  qdd_m (the change of qd over the last step, over the ticks since the last new qd), tau_applied
+  the command before last (the one that acted over that step: a command acts one tick after
+  its state), with the robot's g(q) if it compensates gravity; the model's own armature and the
+  told friction are in the model, so r is what the model misses;
+- r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
+  `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
+  (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
+  friction (its torque at the velocity limit at most FRICTION_CEILING × the effort limit), d^
+  a slowly varying torque (gravity of wrong links, friction at rest; at most integral_clamp ×
+  the effort limit). Covariance diagonal bounded by its initial value (no wind-up while a joint
+  rests). Coulomb friction is not estimated: tanh(qd / w) is nearly constant over a motion and
+  traded off against d^ (measured: the wrong-link rows diverged with it);
+- a^ enters the RNEA rows as armature (computed torque's feedback acts through M + a^: an
+  untold geared joint regains its stiffness, and only as far as the arm's measured response
+  shows), b^ the friction feedforward b^·qd_d, d^ the command;
+- an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
+  than INTEGRAL_GATE and its command not limited: += dt·Ki·(M_ii(q0) + a^)·e, clamped to
+  ±integral_clamp × the effort limit.
+`reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and the
+command history (the next two law ticks do not estimate).
 
 Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
 (`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
@@ -89,7 +100,9 @@ from rnea_controller.errors import DimensionError, ModelError, ParameterError
 
 NATURAL_FREQUENCY = 20.0  # ω [rad/s] of the default gains
 MIN_JOINT_INERTIA = 1e-3  # [kg·m²] floor of M_ii for the feedforward_pd default gains
-ROWS = 3  # law, feedforward, g(q)
+ROWS = 4  # law, feedforward, the estimator's inverse dynamics, g(q)
+GRAVITY = 3  # the row of g(q)
+ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
 
 
 class _Record(types.StructRef):
@@ -114,26 +127,30 @@ class LawModel(structref.StructRefProxy):
     """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
     controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
     [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
-    (feedforward_pd) and `compensate` (the robot compensates gravity), the adaptation's
-    `rates` (armature, viscous, Coulomb) and `ceilings` (3, m), the integral's `ki` [1/s³]
-    and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period `dt` [s]. Made by
-    `law_model`; read by compiled code only."""
+    (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
+    forgetting factor `forget` (1: off), `ceilings` (3, m) and initial covariance `p0` (3, m),
+    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period
+    `dt` [s]. Made by `law_model`; read by compiled code only."""
 
 
 class LawWork(structref.StructRefProxy):
     """The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T;
     e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
     `previous`; per-joint `saturation` counts; the law's state: `armature` (n,) the model's
-    plus the adapted one, `adapted` (3, m) the estimates a [kg·m²], b [N·m·s/rad], c [N·m],
-    `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads those
-    (`Controller`), compiled code writes them."""
+    plus the estimated one, `theta` (3, m) the estimates a [kg·m²], b [N·m·s/rad], d [N·m],
+    `P` (m, 3, 3) their covariances, `applied` (2, m) the last two commands with the
+    robot's g(q), `qd_last` (n,) the last new velocity, `count` [ticks since qd_last, commands
+    in `applied`], `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads
+    those (`Controller`), compiled code writes them."""
 
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
-                    'pd', 'compensate', 'rates', 'ceilings', 'ki', 'i_clamp', 'inertia', 'dt')
+                    'pd', 'compensate', 'forget', 'ceilings', 'p0', 'ki', 'i_clamp',
+                    'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation', 'armature', 'adapted', 'integral')
+                   'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
+                   'integral')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -156,9 +173,10 @@ class ControllerConfig:
     index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
-    computed torque's feedback gets on top of M (`feedback_boost`); adaptation: the rates of
-    the armature, viscous and Coulomb estimates; ceilings (3, m) their largest values;
-    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
+    computed torque's feedback gets on top of M (`feedback_boost`); forget: the estimator's
+    forgetting factor per tick (1: off); ceilings (3, m): the estimates' bounds; p0 (3, m):
+    their initial variances; integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0)
+    [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -185,8 +203,9 @@ class ControllerConfig:
     coulomb: np.ndarray
     friction_width: float
     boost: np.ndarray
-    adaptation: np.ndarray
+    forget: float
     ceilings: np.ndarray
+    p0: np.ndarray
     integral_gain: float
     integral_clamp: np.ndarray
     inertia: np.ndarray
@@ -366,7 +385,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         compensates_gravity=values['robot_compensates_gravity'],
         viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
         friction_width=float(values['friction_velocity_width']), values=values, notes=notes)
-    config.update(_adaptation(values, model, index, config['effort_limits']))
+    config.update(_estimation(values, model, index, config['effort_limits']))
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
@@ -374,24 +393,24 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
 
 
 INTEGRAL_GATE = 0.02  # [rad/s] the integral runs while a joint at rest is slower
-FRICTION_CEILING = 0.25  # the adapted friction's largest torque, share of the effort limit
+FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
 
 
-def _adaptation(values, model, index, limits):
-    """The config's adaptation and integral entries (module doc): rates, ceilings (3, m) of
-    the armature [kg·m²], viscous [N·m·s/rad] and Coulomb [N·m] estimates, integral gain
-    [1/s³] and clamp [N·m], M_ii(q0) [kg·m²]."""
-    velocity = np.where(np.isfinite(model.velocity_limits[index]) & (model.velocity_limits[index]
-                                                                     > 0),
-                        model.velocity_limits[index], 1.0)
-    ceilings = np.vstack((np.full(len(index), float(values['adaptation.max_armature'])),
-                          FRICTION_CEILING * limits / velocity, FRICTION_CEILING * limits))
-    rates = np.array([values['adaptation.armature_rate'], values['adaptation.viscous_rate'],
-                      values['adaptation.coulomb_rate']], dtype=float)
-    return dict(adaptation=rates, ceilings=ceilings,
+def _estimation(values, model, index, limits):
+    """The config's estimator and integral entries (module doc): forgetting factor, ceilings
+    and initial variances (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m]; integral gain [1/s³]
+    and clamp [N·m]; M_ii(q0) [kg·m²]."""
+    velocity = model.velocity_limits[index]
+    velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
+    bias = float(values['integral_clamp']) * limits
+    ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
+                          FRICTION_CEILING * limits / velocity, bias))
+    time_constant = float(values['estimation.forgetting_time'])
+    period = 1.0 / values['update_rate']
+    forget = 1.0 if time_constant == 0.0 else 1.0 - period / max(time_constant, period)
+    return dict(forget=forget, ceilings=ceilings, p0=np.maximum(ceilings, 1e-3) ** 2,
                 integral_gain=float(values['integral_gain']),
-                integral_clamp=float(values['integral_clamp']) * limits,
-                inertia=_joint_inertias(model, index))
+                integral_clamp=bias, inertia=_joint_inertias(model, index))
 
 
 def _q0(model):
@@ -428,8 +447,9 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('kd'), get('boost'), get('effort_limits'), get('viscous'),
                           get('coulomb'), float(get('friction_width')),
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
-                          get('adaptation'), get('ceilings'), get('integral_gain'),
-                          get('integral_clamp'), get('inertia'), float(get('period')))
+                          float(get('forget')), get('ceilings'), get('p0'),
+                          float(get('integral_gain')), get('integral_clamp'), get('inertia'),
+                          float(get('period')))
 
 
 def _gravity_rows(model, q):
@@ -455,8 +475,10 @@ def _workspace(n, m):
     rows, joints = (ROWS, n), (m,)
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
-                  adapted=(3, m), integral=joints)
-    arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name == 'saturation' else float)
+                  theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
+                  qd_last=(n,), count=(2,), integral=joints)
+    integers = ('saturation', 'count')
+    arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
     return _new_law_work(*arrays.values()), arrays
 
@@ -476,7 +498,9 @@ class Controller:
         self.work, arrays = _workspace(n, m)
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
-        self.adapted, self.integral = arrays['adapted'], arrays['integral']
+        self.estimates, self.integral = arrays['theta'], arrays['integral']
+        self._P, self._count = arrays['P'], arrays['count']
+        self._p0 = config.p0
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -496,7 +520,7 @@ class Controller:
         w, (Q, QD, QDD, T) = self.work, self._rows
         for attempt in range(2):
             _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, 0.0)
-            if np.allclose(T[:2], rnea(cfg.model, Q[:2], QD[:2], QDD[:2])) or attempt:
+            if np.allclose(T[:3], rnea(cfg.model, Q[:3], QD[:3], QDD[:3])) or attempt:
                 break
             _law.recompile()
         _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, 0.0)  # with a wrench
@@ -507,16 +531,21 @@ class Controller:
 
     def reset(self) -> None:
         """Forget the previous command (the rate limit restarts from the next command), the
-        integral and the adapted armature and friction: the node calls it on activation and
-        when it stops commanding (stale states)."""
+        integral and the estimates (armature, friction, bias): the node calls it on activation
+        and when it stops commanding (stale states)."""
         self._has_previous = False
-        self.adapted[:] = 0.0
+        self.estimates[:] = 0.0
         self.integral[:] = 0.0
+        self._count[:] = 0
+        for k in range(self._P.shape[0]):
+            self._P[k] = np.diag(self._p0[:, k])
 
     def reset_integral(self) -> None:
-        """Forget the integral term (kept: the adapted armature and friction, properties of the
-        arm). A command that is not the law's (`gravity_hold`) calls it."""
+        """Forget the integral term and the commands the estimator pairs with the states (kept:
+        the estimates, properties of the arm). A command that is not the law's
+        (`gravity_hold`) calls it."""
         self.integral[:] = 0.0
+        self._count[1] = 0
 
     def _step(self, cfg, rate_limited=True):
         """Largest command change this tick [N·m] (0: no rate limit)."""
@@ -537,7 +566,7 @@ class Controller:
         f_body = rnea_kernel.model_zero_forces(cfg.model)
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
-            f_body[2] = 0.0  # g(q) is gravity alone
+            f_body[GRAVITY] = 0.0  # g(q) is gravity alone
         finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref), self._step(cfg))
         return self._checked(cfg, finite, q)
 
@@ -607,14 +636,25 @@ def _same_objects(args, last):
 def _assemble(model, work, q, qd, ref):
     """The RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
 
-    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, 0, 0). Joints
-    not controlled enter rows 0 and 1 at their measured q, qd and qdd = 0.
+    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, qd, qdd_m),
+    qdd_m the measured acceleration (the velocity's change since the last new one); row 3:
+    (q, 0, 0). Joints not controlled enter rows 0 and 1 at their measured q, qd and qdd = 0.
+    Returns True if qd is a new velocity (not a repeated state) and qdd_m is usable.
     """
-    Q, QD, QDD, e = work.Q, work.QD, work.QDD, work.e
+    Q, QD, QDD, e, count = work.Q, work.QD, work.QDD, work.e, work.count
+    fresh = False
     for i in range(q.shape[0]):
-        Q[0, i] = Q[1, i] = Q[2, i] = q[i]
-        QD[0, i] = QD[1, i] = qd[i]
-        QD[2, i] = QDD[0, i] = QDD[1, i] = QDD[2, i] = 0.0
+        fresh = fresh or qd[i] != work.qd_last[i]
+    span = count[0] * model.dt  # count[0]: ticks since the last new velocity
+    usable = fresh and count[0] > 0
+    for i in range(q.shape[0]):
+        Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
+        QD[0, i] = QD[1, i] = QD[2, i] = qd[i]
+        QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
+        QDD[2, i] = (qd[i] - work.qd_last[i]) / span if usable else 0.0
+        if fresh:
+            work.qd_last[i] = qd[i]
+    count[0] = 1 if fresh else count[0] + 1
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e[0, k] = ref[0, k] - q[i]
@@ -623,6 +663,7 @@ def _assemble(model, work, q, qd, ref):
         QD[1, i] = ref[1, k]
         QDD[1, i] = ref[2, k]
         QDD[0, i] = ref[2, k] + model.kp[k] * e[0, k] + model.kd[k] * e[1, k]
+    return usable
 
 
 @njit(cache=True)
@@ -649,19 +690,19 @@ def _law(model, work, f_body, q, qd, ref, step):
     """One tick's law in one compiled call; returns False if it was not finite.
 
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
-    (feedforward_pd), plus the friction feedforward (b + b^)·qd_d + (c + c^)·tanh(qd_d / w),
-    plus the integral; minus g(q) = T[2] if the robot compensates gravity; then `_limit`;
-    then `_adapt` (the next tick's estimates). The RNEA rows use the model's armature plus
-    the adapted a^. feedforward = T[1] + friction.
+    (feedforward_pd), plus the friction feedforward (b + b^)·qd_d + c·tanh(qd_d / w), the
+    estimated bias d^ and the integral; minus g(q) = T[3] if the robot compensates
+    gravity; then `_limit`; then `_estimate` (the next tick's estimates). The RNEA rows use
+    the model's armature plus the estimated a^. feedforward = T[1] + friction.
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
-    _assemble(model, work, q, qd, ref)
-    adapted, armature = work.adapted, work.armature
+    usable = _assemble(model, work, q, qd, ref)
+    theta, armature = work.theta, work.armature
     armature[:] = model.armature
     for k in range(model.index.shape[0]):
-        armature[model.index[k]] += adapted[0, k]
-    rows = 3 if model.compensate else 2
+        armature[model.index[k]] += theta[0, k]
+    rows = 4 if model.compensate else (3 if model.forget < 1.0 else 2)
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
                            model.p_tree, model.I, armature, work.Q[:rows],
@@ -671,38 +712,74 @@ def _law(model, work, f_body, q, qd, ref, step):
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        friction = ((model.viscous[k] + adapted[1, k]) * qd_d
-                    + (model.coulomb[k] + adapted[2, k]) * np.tanh(qd_d / model.width))
+        friction = ((model.viscous[k] + theta[1, k]) * qd_d
+                    + model.coulomb[k] * np.tanh(qd_d / model.width))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
         law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
-        raw[k] = law + friction + work.integral[k] - (T[2, i] if model.compensate else 0.0)
+        raw[k] = (law + friction + theta[2, k] + work.integral[k]
+                  - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _adapt(model, work, ref)
+    _estimate(model, work, qd, usable)
+    _integrate(model, work, ref)
     return True
 
 
 @njit(cache=True)
-def _adapt(model, work, ref):
-    """The law's state for the next tick, per joint not limited this tick (tau == raw):
-
-    s = ed + λ e (λ = NATURAL_FREQUENCY), the gradient laws of Slotine & Li (1987) for a
-    joint's own parameters, each with the regressor of its term, projected on [0, ceiling]:
-    a^ += dt·rate_a·s·qdd_d, b^ += dt·rate_b·s·qd_d, c^ += dt·rate_c·s·tanh(qd_d / w);
-    while the joint's reference is at rest (qd_d = qdd_d = 0), the integral
-    += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±i_clamp.
-    """
-    dt, adapted = model.dt, work.adapted
+def _estimate(model, work, qd, usable):
+    """Per controlled joint, recursive least squares with forgetting on the joint's own
+    residual (module doc): r = tau_applied - RNEA(q, qd, qdd_m)_i (the model's armature, the
+    told friction b qd + c tanh(qd / w) removed) = a^ qdd_m + b^ qd + d^, the command applied
+    over the measured step being the one before last; estimates projected on [0, ceiling]
+    (d^ on ±ceiling), covariance diagonal at most p0. Then the commands shift."""
+    T, theta, applied, count = work.T, work.theta, work.applied, work.count
+    lam = model.forget
+    phi, Pphi = np.empty(ESTIMATED), np.empty(ESTIMATED)
+    if lam < 1.0 and usable and count[1] >= 2:
+        for k in range(model.index.shape[0]):
+            i = model.index[k]
+            v, qdd_m = qd[i], work.QDD[2, i]
+            told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
+            r = applied[1, k] - T[2, i] + theta[0, k] * qdd_m - told
+            phi[0], phi[1], phi[2] = qdd_m, v, 1.0
+            P = work.P[k]
+            den = lam
+            for a in range(ESTIMATED):
+                Pphi[a] = 0.0
+                for b in range(ESTIMATED):
+                    Pphi[a] += P[a, b] * phi[b]
+                den += phi[a] * Pphi[a]
+            err = r
+            for a in range(ESTIMATED):
+                err -= phi[a] * theta[a, k]
+            for a in range(ESTIMATED):
+                theta[a, k] += Pphi[a] / den * err
+                for b in range(ESTIMATED):
+                    P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
+            for a in range(ESTIMATED):
+                if P[a, a] > model.p0[a, k]:
+                    scale = np.sqrt(model.p0[a, k] / P[a, a])
+                    for b in range(ESTIMATED):
+                        P[a, b] *= scale
+                        P[b, a] *= scale
+                low = -model.ceilings[a, k] if a == 2 else 0.0
+                theta[a, k] = min(max(theta[a, k], low), model.ceilings[a, k])
     for k in range(model.index.shape[0]):
-        if work.tau[k] != work.raw[k]:
-            continue  # saturated or rate-limited: the lag is not the model's
-        e, ed, qd_d, qdd_d = work.e[0, k], work.e[1, k], ref[1, k], ref[2, k]
-        s = ed + NATURAL_FREQUENCY * e
-        regressors = (qdd_d, qd_d, np.tanh(qd_d / model.width))
-        for p in range(3):
-            value = adapted[p, k] + dt * model.rates[p] * s * regressors[p]
-            adapted[p, k] = min(max(value, 0.0), model.ceilings[p, k])
-        if qd_d == 0.0 and qdd_d == 0.0 and abs(ed) < INTEGRAL_GATE:
-            value = work.integral[k] + dt * model.ki * (model.inertia[k] + adapted[0, k]) * e
+        applied[1, k] = applied[0, k]
+        applied[0, k] = work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
+    count[1] = min(count[1] + 1, 2)
+
+
+@njit(cache=True)
+def _integrate(model, work, ref):
+    """While a joint's reference is at rest (qd_d = qdd_d = 0), it is slower than
+    INTEGRAL_GATE and its command not limited: integral += dt·Ki·(M_ii(q0) + a^)·e, clamped
+    to ±i_clamp."""
+    for k in range(model.index.shape[0]):
+        e, ed = work.e[0, k], work.e[1, k]
+        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and abs(ed) < INTEGRAL_GATE
+                and work.tau[k] == work.raw[k]):
+            value = (work.integral[k]
+                     + model.dt * model.ki * (model.inertia[k] + work.theta[0, k]) * e)
             work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
