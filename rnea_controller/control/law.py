@@ -33,9 +33,16 @@ limits (one compiled call):
   (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
   friction (its torque at the velocity limit at most FRICTION_CEILING × the effort limit), d^
   a slowly varying torque (gravity of wrong links, friction at rest; at most integral_clamp ×
-  the effort limit). Covariance diagonal bounded by its initial value (no wind-up while a joint
-  rests). Coulomb friction is not estimated: tanh(qd / w) is nearly constant over a motion and
-  traded off against d^ (measured: the wrong-link rows diverged with it);
+  the effort limit). The regressors are scaled to about 1 at a reference velocity (the
+  velocity limit) and acceleration (it over REACH), and the covariance's diagonal is kept at
+  most GAIN: no estimate takes more than about GAIN of a tick's residual, so that the loop the
+  estimate closes (d^ and a^ act on the arm, whose response they are estimated from) stays
+  slow next to the tick, whatever the command's delay (a one-tick error in the pairing below
+  made the covariance of plain RLS run away on a wrong-link arm); M_ii + a^ grows at most by
+  a factor e per ARMATURE_GROWTH (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its
+  feedback within ticks; a real rotor is learnt within a few tenths of a second). Coulomb
+  friction is not estimated: tanh(qd / w) is nearly constant over a motion and is traded off
+  against d^ (measured: the wrong-link rows diverged with it);
 - a^ enters the RNEA rows as armature (computed torque's feedback acts through M + a^: an
   untold geared joint regains its stiffness, and only as far as the arm's measured response
   shows), b^ the friction feedforward b^·qd_d, d^ the command;
@@ -128,7 +135,7 @@ class LawModel(structref.StructRefProxy):
     controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
     [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
     (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
-    forgetting factor `forget` (1: off), `ceilings` (3, m) and initial covariance `p0` (3, m),
+    forgetting factor `forget` (1: off), `ceilings` (3, m) and regressor `scales` (3, m),
     the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period
     `dt` [s]. Made by `law_model`; read by compiled code only."""
 
@@ -146,8 +153,8 @@ class LawWork(structref.StructRefProxy):
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
-                    'pd', 'compensate', 'forget', 'ceilings', 'p0', 'ki', 'i_clamp',
-                    'inertia', 'dt')
+                    'pd', 'compensate', 'forget', 'ceilings', 'scales', 'ki',
+                    'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
                    'integral')
@@ -174,9 +181,9 @@ class ControllerConfig:
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
     computed torque's feedback gets on top of M (`feedback_boost`); forget: the estimator's
-    forgetting factor per tick (1: off); ceilings (3, m): the estimates' bounds; p0 (3, m):
-    their initial variances; integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0)
-    [kg·m²]; timeouts [s];
+    forgetting factor per tick (1: off); ceilings (3, m): the estimates' bounds; scales (3, m):
+    1 / the reference acceleration, 1 / the reference velocity and 1 (`_estimation`);
+    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -205,7 +212,7 @@ class ControllerConfig:
     boost: np.ndarray
     forget: float
     ceilings: np.ndarray
-    p0: np.ndarray
+    scales: np.ndarray
     integral_gain: float
     integral_clamp: np.ndarray
     inertia: np.ndarray
@@ -393,13 +400,17 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
 
 
 INTEGRAL_GATE = 0.02  # [rad/s] the integral runs while a joint at rest is slower
+GAIN = 0.2  # the estimator's largest covariance (scaled units): its gain per tick
+REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
+ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
 
 
 def _estimation(values, model, index, limits):
-    """The config's estimator and integral entries (module doc): forgetting factor, ceilings
-    and initial variances (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m]; integral gain [1/s³]
-    and clamp [N·m]; M_ii(q0) [kg·m²]."""
+    """The config's estimator and integral entries (module doc): forgetting factor; ceilings
+    and regressor scales (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m] (reference velocity: the
+    velocity limit, else 1 rad/s; reference acceleration: it over REACH); integral gain
+    [1/s³] and clamp [N·m]; M_ii(q0) [kg·m²]."""
     velocity = model.velocity_limits[index]
     velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
     bias = float(values['integral_clamp']) * limits
@@ -408,7 +419,8 @@ def _estimation(values, model, index, limits):
     time_constant = float(values['estimation.forgetting_time'])
     period = 1.0 / values['update_rate']
     forget = 1.0 if time_constant == 0.0 else 1.0 - period / max(time_constant, period)
-    return dict(forget=forget, ceilings=ceilings, p0=np.maximum(ceilings, 1e-3) ** 2,
+    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index))))
+    return dict(forget=forget, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
                 integral_clamp=bias, inertia=_joint_inertias(model, index))
 
@@ -447,7 +459,7 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('kd'), get('boost'), get('effort_limits'), get('viscous'),
                           get('coulomb'), float(get('friction_width')),
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
-                          float(get('forget')), get('ceilings'), get('p0'),
+                          float(get('forget')), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
                           float(get('period')))
 
@@ -500,7 +512,6 @@ class Controller:
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
         self.estimates, self.integral = arrays['theta'], arrays['integral']
         self._P, self._count = arrays['P'], arrays['count']
-        self._p0 = config.p0
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -538,7 +549,7 @@ class Controller:
         self.integral[:] = 0.0
         self._count[:] = 0
         for k in range(self._P.shape[0]):
-            self._P[k] = np.diag(self._p0[:, k])
+            self._P[k] = GAIN * np.eye(ESTIMATED)
 
     def reset_integral(self) -> None:
         """Forget the integral term and the commands the estimator pairs with the states (kept:
@@ -731,40 +742,46 @@ def _estimate(model, work, qd, usable):
     """Per controlled joint, recursive least squares with forgetting on the joint's own
     residual (module doc): r = tau_applied - RNEA(q, qd, qdd_m)_i (the model's armature, the
     told friction b qd + c tanh(qd / w) removed) = a^ qdd_m + b^ qd + d^, the command applied
-    over the measured step being the one before last; estimates projected on [0, ceiling]
-    (d^ on ±ceiling), covariance diagonal at most p0. Then the commands shift."""
+    over the measured step being the one before last. In scaled units (regressors times
+    `scales`: each about 1 at the reference acceleration and velocity) the covariance's
+    diagonal stays at most GAIN: no estimate moves by more than about GAIN of its residual
+    per tick, and none winds up while its regressor rests. Estimates projected on [0,
+    ceiling] (d^ on ±ceiling); M_ii + a^ grows at most by a factor e per ARMATURE_GROWTH.
+    Then the commands shift."""
     T, theta, applied, count = work.T, work.theta, work.applied, work.count
-    lam = model.forget
-    phi, Pphi = np.empty(ESTIMATED), np.empty(ESTIMATED)
+    lam, scales = model.forget, model.scales
+    phi, Pphi, x = np.empty(ESTIMATED), np.empty(ESTIMATED), np.empty(ESTIMATED)
     if lam < 1.0 and usable and count[1] >= 2:
         for k in range(model.index.shape[0]):
             i = model.index[k]
             v, qdd_m = qd[i], work.QDD[2, i]
             told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
-            r = applied[1, k] - T[2, i] + theta[0, k] * qdd_m - told
-            phi[0], phi[1], phi[2] = qdd_m, v, 1.0
-            P = work.P[k]
+            err = applied[1, k] - T[2, i] + theta[0, k] * qdd_m - told
+            phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
+            for a in range(ESTIMATED):
+                x[a] = theta[a, k] / scales[a, k]
+                err -= phi[a] * x[a]
+            P, a_old = work.P[k], theta[0, k]
             den = lam
             for a in range(ESTIMATED):
                 Pphi[a] = 0.0
                 for b in range(ESTIMATED):
                     Pphi[a] += P[a, b] * phi[b]
                 den += phi[a] * Pphi[a]
-            err = r
             for a in range(ESTIMATED):
-                err -= phi[a] * theta[a, k]
-            for a in range(ESTIMATED):
-                theta[a, k] += Pphi[a] / den * err
+                x[a] += Pphi[a] / den * err
                 for b in range(ESTIMATED):
                     P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
             for a in range(ESTIMATED):
-                if P[a, a] > model.p0[a, k]:
-                    scale = np.sqrt(model.p0[a, k] / P[a, a])
+                if P[a, a] > GAIN:
+                    shrink = np.sqrt(GAIN / P[a, a])
                     for b in range(ESTIMATED):
-                        P[a, b] *= scale
-                        P[b, a] *= scale
+                        P[a, b] *= shrink
+                        P[b, a] *= shrink
                 low = -model.ceilings[a, k] if a == 2 else 0.0
-                theta[a, k] = min(max(theta[a, k], low), model.ceilings[a, k])
+                theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
+            growth = (model.inertia[k] + a_old) * (1.0 + model.dt / ARMATURE_GROWTH)
+            theta[0, k] = min(theta[0, k], growth - model.inertia[k])
     for k in range(model.index.shape[0]):
         applied[1, k] = applied[0, k]
         applied[0, k] = work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
