@@ -12,6 +12,7 @@ import math
 import subprocess
 
 from conftest import console_script, flatten, Processes, wait_for
+from lockstep import lockstep
 import numpy as np
 import pytest
 import yaml
@@ -50,14 +51,8 @@ def track(values, plant_options, motion=demo_motion, duration=3.0, log=None, res
                             joint_names=JOINTS, position_limits=MODEL.position_limits,
                             current=np.vstack([HOME, np.zeros((2, len(JOINTS)))]), now=0.0)
     steps = int(round((duration + rest) / plant_options.timestep))
-    errors = np.empty((steps, len(JOINTS)))
-    for k in range(steps):
-        t = k * plant_options.timestep
-        q, qd = plant.q, plant.qd
-        applied = plant.step(controller.command(cfg, q, qd, reference.sample(t)))
-        if log is not None:
-            log.append((k, q, qd, applied.copy()))
-        errors[k] = reference.sample(t + plant_options.timestep)[0] - plant.q
+    errors, _ = lockstep(plant, lambda q, qd, ref: controller.command(cfg, q, qd, ref),
+                         reference, steps, log=log)
     return math.sqrt(np.mean(errors ** 2))
 
 

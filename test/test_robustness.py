@@ -13,6 +13,7 @@ start pose (MuJoCo's `mj_fullM` on the plant, armature included). `pytest -s` pr
 import math
 
 from conftest import robot_data_urdf
+from lockstep import lockstep
 import mujoco
 import numpy as np
 import pytest
@@ -60,23 +61,17 @@ def true_joint_inertias(plant):
 
 
 def closed_loop(options, control, delay=1):
-    """Run `control(plant, q, qd, ref) -> tau` on the plant, each command acting `delay` ticks
-    after its state (the first command meanwhile); returns (RMS error [rad] over move and
-    hold, final |error| per joint [rad], largest |qd| / velocity limit)."""
+    """Run `control(plant, q, qd, ref) -> tau` on the plant (`lockstep`: the reference sampled
+    one tick ahead, each command acting `delay` ticks after its state); returns (RMS error
+    [rad] over move and hold, final |error| per joint [rad], largest |qd| / velocity limit)."""
     plant = Plant(URDF, options)
     plant.reset(START)
-    ref = reference()
     steps = int(round((MOVE + HOLD) / DT))
-    errors, fastest, pending = np.empty((steps, plant.n)), 0.0, []
-    for k in range(steps):
-        tau = np.array(control(plant, plant.q, plant.qd, ref.sample((k + 1) * DT)))
-        pending = pending + [tau] if pending else [tau] * (delay + 1)
-        plant.step(pending.pop(0))
-        errors[k] = ref.sample((k + 1) * DT)[0] - plant.q
-        fastest = max(fastest, np.max(np.abs(plant.qd) / MODEL.velocity_limits))
-        if not np.all(np.isfinite(plant.q)) or fastest > 10.0:
-            break
-    return math.sqrt(np.mean(errors[:k + 1] ** 2)), np.abs(errors[k]), fastest
+    errors, fastest = lockstep(plant, lambda q, qd, ref: control(plant, q, qd, ref),
+                               reference(), steps, delay=delay, lead=DT)
+    finite = errors[np.all(np.isfinite(errors), axis=1)]
+    return (math.sqrt(np.mean(finite ** 2)), np.abs(errors[-1]),
+            np.max(fastest / MODEL.velocity_limits))
 
 
 def node_law(told):
