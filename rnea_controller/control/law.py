@@ -400,9 +400,10 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
 
 
 INTEGRAL_GATE = 0.02  # [rad/s] the integral runs while a joint at rest is slower
-GAIN = 0.2  # the estimator's largest covariance (scaled units): its gain per tick
+GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per tick
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
+WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
 FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
 
 
@@ -418,7 +419,8 @@ def _estimation(values, model, index, limits):
                           FRICTION_CEILING * limits / velocity, bias))
     time_constant = float(values['estimation.forgetting_time'])
     period = 1.0 / values['update_rate']
-    forget = 1.0 if time_constant == 0.0 else 1.0 - period / max(time_constant, period)
+    window = WINDOW * period
+    forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, window)
     scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index))))
     return dict(forget=forget, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
@@ -488,7 +490,7 @@ def _workspace(n, m):
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
                   theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
-                  qd_last=(n,), count=(2,), integral=joints)
+                  qd_last=(n,), count=(1,), integral=joints)
     integers = ('saturation', 'count')
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
@@ -512,6 +514,7 @@ class Controller:
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
         self.estimates, self.integral = arrays['theta'], arrays['integral']
         self._P, self._count = arrays['P'], arrays['count']
+        self.work_applied = arrays['applied']
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -548,6 +551,7 @@ class Controller:
         self.estimates[:] = 0.0
         self.integral[:] = 0.0
         self._count[:] = 0
+        self.work_applied[:] = 0.0
         for k in range(self._P.shape[0]):
             self._P[k] = GAIN * np.eye(ESTIMATED)
 
@@ -556,7 +560,8 @@ class Controller:
         the estimates, properties of the arm). A command that is not the law's
         (`gravity_hold`) calls it."""
         self.integral[:] = 0.0
-        self._count[1] = 0
+        self._count[0] = 0  # the estimator's window restarts at the next law tick
+        self.work_applied[:] = 0.0
 
     def _step(self, cfg, rate_limited=True):
         """Largest command change this tick [N·m] (0: no rate limit)."""
@@ -648,24 +653,19 @@ def _assemble(model, work, q, qd, ref):
     """The RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
 
     Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, qd, qdd_m),
-    qdd_m the measured acceleration (the velocity's change since the last new one); row 3:
-    (q, 0, 0). Joints not controlled enter rows 0 and 1 at their measured q, qd and qdd = 0.
-    Returns True if qd is a new velocity (not a repeated state) and qdd_m is usable.
+    qdd_m the measured acceleration over the estimator's window (the change of qd since its
+    start over its WINDOW ticks); row 3: (q, 0, 0). Joints not controlled enter rows 0 and 1 at
+    their measured q, qd and qdd = 0. Returns True if the window closes this tick.
     """
     Q, QD, QDD, e, count = work.Q, work.QD, work.QDD, work.e, work.count
-    fresh = False
-    for i in range(q.shape[0]):
-        fresh = fresh or qd[i] != work.qd_last[i]
-    span = count[0] * model.dt  # count[0]: ticks since the last new velocity
-    usable = fresh and count[0] > 0
+    closing = count[0] >= WINDOW
     for i in range(q.shape[0]):
         Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
         QD[0, i] = QD[1, i] = QD[2, i] = qd[i]
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
-        QDD[2, i] = (qd[i] - work.qd_last[i]) / span if usable else 0.0
-        if fresh:
-            work.qd_last[i] = qd[i]
-    count[0] = 1 if fresh else count[0] + 1
+        if count[0] == 0:
+            work.qd_last[i] = qd[i]  # a window starts
+        QDD[2, i] = (qd[i] - work.qd_last[i]) / (count[0] * model.dt) if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e[0, k] = ref[0, k] - q[i]
@@ -674,7 +674,7 @@ def _assemble(model, work, q, qd, ref):
         QD[1, i] = ref[1, k]
         QDD[1, i] = ref[2, k]
         QDD[0, i] = ref[2, k] + model.kp[k] * e[0, k] + model.kd[k] * e[1, k]
-    return usable
+    return closing
 
 
 @njit(cache=True)
@@ -708,12 +708,12 @@ def _law(model, work, f_body, q, qd, ref, step):
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
-    usable = _assemble(model, work, q, qd, ref)
+    closing = _assemble(model, work, q, qd, ref)
     theta, armature = work.theta, work.armature
     armature[:] = model.armature
     for k in range(model.index.shape[0]):
         armature[model.index[k]] += theta[0, k]
-    rows = 4 if model.compensate else (3 if model.forget < 1.0 else 2)
+    rows = 4 if model.compensate else (3 if closing and model.forget < 1.0 else 2)
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
                            model.p_tree, model.I, armature, work.Q[:rows],
@@ -732,60 +732,72 @@ def _law(model, work, f_body, q, qd, ref, step):
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qd, usable)
+    _estimate(model, work, qd, closing)
     _integrate(model, work, ref)
     return True
 
 
 @njit(cache=True)
-def _estimate(model, work, qd, usable):
-    """Per controlled joint, recursive least squares with forgetting on the joint's own
-    residual (module doc): r = tau_applied - RNEA(q, qd, qdd_m)_i (the model's armature, the
-    told friction b qd + c tanh(qd / w) removed) = a^ qdd_m + b^ qd + d^, the command applied
-    over the measured step being the one before last. In scaled units (regressors times
-    `scales`: each about 1 at the reference acceleration and velocity) the covariance's
-    diagonal stays at most GAIN: no estimate moves by more than about GAIN of its residual
-    per tick, and none winds up while its regressor rests. Estimates projected on [0,
-    ceiling] (d^ on ±ceiling); M_ii + a^ grows at most by a factor e per ARMATURE_GROWTH.
-    Then the commands shift."""
-    T, theta, applied, count = work.T, work.theta, work.applied, work.count
+def _estimate(model, work, qd, closing):
+    """Per controlled joint, once per window of WINDOW ticks, recursive least squares with
+    forgetting on the joint's own residual over the window (module doc): r = mean tau_applied
+    - RNEA(q, qd, qdd_m)_i (the model's armature, the told friction b qd + c tanh(qd / w)
+    removed) = a^ qdd_m + b^ qd + d^. In scaled units (regressors times `scales`: each about 1
+    at the reference acceleration and velocity) the covariance's diagonal stays at most GAIN:
+    no estimate takes more than about GAIN of a window's residual, and none winds up while its
+    regressor rests. Estimates projected on [0, ceiling] (d^ on ±ceiling); M_ii + a^ grows at
+    most by a factor e per ARMATURE_GROWTH. Then this tick's command enters the window."""
+    T, applied, count = work.T, work.applied, work.count
     lam, scales = model.forget, model.scales
     phi, Pphi, x = np.empty(ESTIMATED), np.empty(ESTIMATED), np.empty(ESTIMATED)
-    if lam < 1.0 and usable and count[1] >= 2:
+    if closing:
+        if lam < 1.0:
+            growth_factor = 1.0 + count[0] * model.dt / ARMATURE_GROWTH
+            for k in range(model.index.shape[0]):
+                _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor)
         for k in range(model.index.shape[0]):
-            i = model.index[k]
-            v, qdd_m = qd[i], work.QDD[2, i]
-            told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
-            err = applied[1, k] - T[2, i] + theta[0, k] * qdd_m - told
-            phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
-            for a in range(ESTIMATED):
-                x[a] = theta[a, k] / scales[a, k]
-                err -= phi[a] * x[a]
-            P, a_old = work.P[k], theta[0, k]
-            den = lam
-            for a in range(ESTIMATED):
-                Pphi[a] = 0.0
-                for b in range(ESTIMATED):
-                    Pphi[a] += P[a, b] * phi[b]
-                den += phi[a] * Pphi[a]
-            for a in range(ESTIMATED):
-                x[a] += Pphi[a] / den * err
-                for b in range(ESTIMATED):
-                    P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
-            for a in range(ESTIMATED):
-                if P[a, a] > GAIN:
-                    shrink = np.sqrt(GAIN / P[a, a])
-                    for b in range(ESTIMATED):
-                        P[a, b] *= shrink
-                        P[b, a] *= shrink
-                low = -model.ceilings[a, k] if a == 2 else 0.0
-                theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
-            growth = (model.inertia[k] + a_old) * (1.0 + model.dt / ARMATURE_GROWTH)
-            theta[0, k] = min(theta[0, k], growth - model.inertia[k])
+            applied[0, k] = 0.0
+        for i in range(qd.shape[0]):
+            work.qd_last[i] = qd[i]
+        count[0] = 0
     for k in range(model.index.shape[0]):
-        applied[1, k] = applied[0, k]
-        applied[0, k] = work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
-    count[1] = min(count[1] + 1, 2)
+        applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
+    count[0] += 1
+
+
+@njit(cache=True)
+def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor):
+    """One joint's update of `_estimate`."""
+    T, theta = work.T, work.theta
+    i = model.index[k]
+    v, qdd_m = qd[i], work.QDD[2, i]
+    told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
+    err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
+    phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
+    for a in range(ESTIMATED):
+        x[a] = theta[a, k] / scales[a, k]
+        err -= phi[a] * x[a]
+    P, a_old = work.P[k], theta[0, k]
+    den = lam
+    for a in range(ESTIMATED):
+        Pphi[a] = 0.0
+        for b in range(ESTIMATED):
+            Pphi[a] += P[a, b] * phi[b]
+        den += phi[a] * Pphi[a]
+    for a in range(ESTIMATED):
+        x[a] += Pphi[a] / den * err
+        for b in range(ESTIMATED):
+            P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
+    for a in range(ESTIMATED):
+        if P[a, a] > GAIN:
+            shrink = np.sqrt(GAIN / P[a, a])
+            for b in range(ESTIMATED):
+                P[a, b] *= shrink
+                P[b, a] *= shrink
+        low = -model.ceilings[a, k] if a == 2 else 0.0
+        theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
+    growth = (model.inertia[k] + a_old) * growth_factor
+    theta[0, k] = min(theta[0, k], growth - model.inertia[k])
 
 
 @njit(cache=True)
