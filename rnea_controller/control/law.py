@@ -20,14 +20,16 @@ Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeh
 Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
 urdf` the URDF's `<dynamics damping friction>`; the notes report the URDF's values either way.
 
-The model is never the arm (issue 29): per controlled joint the law estimates online what the
-arm shows beyond its model, state in `LawWork`, updated by `_estimate` after each tick's
-limits (one compiled call):
-- r = tau_applied - RNEA(q, qd, qdd_m)_i, the joint's residual at the measured acceleration
-  qdd_m (the change of qd over the last step, over the ticks since the last new qd), tau_applied
-  the command before last (the one that acted over that step: a command acts one tick after
-  its state), with the robot's g(q) if it compensates gravity; the model's own armature and the
-  told friction are in the model, so r is what the model misses;
+The model is never the arm (issue 29), opt-in (`estimation.forgetting_time` > 0,
+`integral_gain` > 0; off by default, docs/controller.md says why): per controlled joint the
+law estimates online what the arm shows beyond its model, state in `LawWork`, updated by
+`_estimate` after each tick's limits (one compiled call):
+- r = mean tau_applied - RNEA(q, qd, qdd_m)_i over a window of WINDOW ticks: qdd_m the change
+  of qd over the window over its duration in ticks, tau_applied the commands of its ticks
+  (with the robot's g(q) if it compensates gravity); the model's own armature and the told
+  friction are in the model, so r is what the model misses. The window spreads a tick's
+  pairing and timing errors (per tick, a one-tick error in the pairing made the estimate's
+  loop run away on a wrong-link arm, and the real node's demo failed);
 - r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
   `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
   (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
@@ -35,11 +37,10 @@ limits (one compiled call):
   a slowly varying torque (gravity of wrong links, friction at rest; at most integral_clamp ×
   the effort limit). The regressors are scaled to about 1 at a reference velocity (the
   velocity limit) and acceleration (it over REACH), and the covariance's diagonal is kept at
-  most GAIN: no estimate takes more than about GAIN of a tick's residual, so that the loop the
+  most GAIN: no estimate takes more than about half a window's residual, so that the loop the
   estimate closes (d^ and a^ act on the arm, whose response they are estimated from) stays
-  slow next to the tick, whatever the command's delay (a one-tick error in the pairing below
-  made the covariance of plain RLS run away on a wrong-link arm); M_ii + a^ grows at most by
-  a factor e per ARMATURE_GROWTH (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its
+  slow, whatever the command's delay; M_ii + a^ grows at most by a factor e per
+  ARMATURE_GROWTH (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its
   feedback within ticks; a real rotor is learnt within a few tenths of a second). Coulomb
   friction is not estimated: tanh(qd / w) is nearly constant over a motion and is traded off
   against d^ (measured: the wrong-link rows diverged with it);
@@ -49,8 +50,8 @@ limits (one compiled call):
 - an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
   than INTEGRAL_GATE and its command not limited: += dt·Ki·(M_ii(q0) + a^)·e, clamped to
   ±integral_clamp × the effort limit.
-`reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and the
-command history (the next two law ticks do not estimate).
+`reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and
+restarts the estimator's window (a gravity hold is not the law's command).
 
 Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
 (`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
@@ -556,9 +557,8 @@ class Controller:
             self._P[k] = GAIN * np.eye(ESTIMATED)
 
     def reset_integral(self) -> None:
-        """Forget the integral term and the commands the estimator pairs with the states (kept:
-        the estimates, properties of the arm). A command that is not the law's
-        (`gravity_hold`) calls it."""
+        """Forget the integral term and restart the estimator's window (kept: the estimates,
+        properties of the arm). A command that is not the law's (`gravity_hold`) calls it."""
         self.integral[:] = 0.0
         self._count[0] = 0  # the estimator's window restarts at the next law tick
         self.work_applied[:] = 0.0
