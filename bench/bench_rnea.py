@@ -5,7 +5,10 @@ For UR5 (6 joints) and Panda (7 joints, fingers locked), on the same random stat
 - batched over N = 10,000 states: our `rnea` on (N, n) arrays against a Python loop over
   `pinocchio.rnea`.
 - the controller's law tick (`Controller.command`, one compiled call: RNEA rows, friction,
-  limits) with rotor inertia (`armature.<joint>`, issue 23) off and on, repeats interleaved.
+  limits, the online estimate, the integral) with rotor inertia (`armature.<joint>`, issue 23)
+  off and on at one fixed state, and with the states moving (a new velocity every tick), the
+  online estimate and integral of issue 29 on (opt-in) against the defaults (both off: the law
+  of issue 23) on the same moving states; repeats interleaved.
 Times are the best of several repeats (timeit's advice: on a shared, noisy machine the minimum
 is the figure least disturbed by other load); the ratios compare runs made moments apart in one
 process, so they hold even when the absolute figures move. Targets (issue 2): Panda single
@@ -27,6 +30,7 @@ ARMS = {
     'Panda': ('panda_description/urdf/panda.urdf', ['panda_finger_joint1', 'panda_finger_joint2']),
 }
 N_BATCH = 10_000
+ESTIMATING = {'estimation.forgetting_time': 1.0, 'integral_gain': 4000.0}  # issue 29, opt-in
 
 
 def per_call_us(function, calls, repeats=7):
@@ -74,27 +78,39 @@ def bench_arm(name, relative, locked):
                 pinocchio=pinocchio, batch=batch, loop=loop)
 
 
-def law_tick_us(model, values, calls=20_000):
-    """A function timing `calls` law ticks at one fixed state (as the node's tick passes the
-    same arrays): mean µs per tick."""
+def law_tick_us(model, values, calls=20_000, moving=False):
+    """A function timing `calls` law ticks (the node's tick passes the same arrays, new values
+    in place): at one fixed state, or `moving` (a new velocity every tick): mean µs per tick."""
     cfg = validate_parameters(values, model)
     controller = Controller(cfg)
     rng = np.random.default_rng(1)
     q, qd = rng.uniform(-1, 1, (2, model.n))
     ref = np.vstack([q + 0.01, qd, np.zeros(model.n)])
-    return lambda: per_call_us(lambda: controller.command(cfg, q, qd, ref), calls, repeats=1)
+    step = np.array([1e-6, -1e-6])
+    if not moving:
+        return lambda: per_call_us(lambda: controller.command(cfg, q, qd, ref), calls,
+                                   repeats=1)
+
+    def tick():
+        step[0] = -step[0]
+        qd[0] += step[0]
+        return controller.command(cfg, q, qd, ref)
+    return lambda: per_call_us(tick, calls, repeats=1)
 
 
 def bench_law(name, relative, locked, rounds=7):
     """Law tick [µs] with armature off and on: best of `rounds` interleaved repeats."""
     model = RobotModel.from_urdf_file(ROBOTS / relative, locked_joints=locked)
     geared = {f'armature.{j}': 0.1 for j in model.joint_names}
-    off, on = law_tick_us(model, {}), law_tick_us(model, geared)
-    times = {'off': [], 'on': []}
+    issue23 = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0}
+    runs = dict(off=law_tick_us(model, {}), on=law_tick_us(model, geared),
+                moving=law_tick_us(model, ESTIMATING, moving=True),
+                issue23=law_tick_us(model, issue23, moving=True))
+    times = {key: [] for key in runs}
     for _ in range(rounds):
-        times['off'].append(off())
-        times['on'].append(on())
-    return dict(name=name, off=min(times['off']), on=min(times['on']))
+        for key, run in runs.items():
+            times[key].append(run())
+    return dict(name=name, **{key: min(values) for key, values in times.items()})
 
 
 def main():
@@ -112,11 +128,14 @@ def main():
     for r in rows:
         ratio = r['loop'] / r['batch']
         print(f'{r["name"]:<7}{r["batch"]:>13.3f}{r["loop"]:>20.3f}{ratio:>11.1f}')
-    print('\nlaw tick (Controller.command) [µs per tick], rotor inertia off / on '
-          '(armature.<joint> 0.1 kg·m²), best of 7 interleaved repeats')
-    print(f'{"arm":<7}{"off":>8}{"on":>8}{"on/off":>8}')
+    print('\nlaw tick (Controller.command) [µs per tick], best of 7 interleaved repeats: at '
+          'one fixed state, rotor inertia off / on (armature.<joint> 0.1 kg·m²); states '
+          'moving, the online estimate on (opt-in) / off (defaults, the law of issue 23)')
+    print(f'{"arm":<7}{"off":>8}{"on":>8}{"on/off":>8}{"moving":>9}{"issue 23":>10}'
+          f'{"ratio":>7}')
     for r in laws:
-        print(f'{r["name"]:<7}{r["off"]:>8.2f}{r["on"]:>8.2f}{r["on"] / r["off"]:>8.2f}')
+        print(f'{r["name"]:<7}{r["off"]:>8.2f}{r["on"]:>8.2f}{r["on"] / r["off"]:>8.2f}'
+              f'{r["moving"]:>9.2f}{r["issue23"]:>10.2f}{r["moving"] / r["issue23"]:>7.2f}')
     panda = rows[-1]
     verdicts = [('Panda single call ≤ 20 µs', panda['ours'] <= 20.0),
                 ('batched ≤ 1 µs per sample', all(r['batch'] <= 1.0 for r in rows)),

@@ -40,8 +40,9 @@ class Oracle:
         return pin.rnea(self.model, self.data, *args)[self.order]
 
     def friction(self, qd_d, index=slice(None)):
-        """The law's friction feedforward from the URDF's <dynamics> as Pinocchio reads it
-        (model.damping, model.friction), at the default width 0.01 rad/s."""
+        """The law's friction feedforward with `friction_source: urdf` (FROZEN below): the
+        URDF's <dynamics> as Pinocchio reads it (model.damping, model.friction), at the
+        default width 0.01 rad/s."""
         b, c = (x[self.order][index] for x in (self.model.damping, self.model.friction))
         return b * qd_d + c * np.tanh(qd_d / 0.01)
 
@@ -57,6 +58,15 @@ class Oracle:
         fext = [pin.Force.Zero() for _ in range(self.model.njoints)]
         fext[frame.parentJoint] = frame.placement.act(pin.Force(np.asarray(wrench)))
         return fext
+
+
+# One tick's law against the oracle: the URDF friction applied (issue 13's opt-in) and the law's
+# state frozen (no estimation, no integral), so that each tick is the formula of the module doc.
+FROZEN = {'friction_source': 'urdf', 'estimation.forgetting_time': 0.0, 'integral_gain': 0.0}
+
+
+def frozen(values=None):
+    return {**FROZEN, **(values or {})}
 
 
 @pytest.fixture(scope='module', params=sorted(ROBOTS))
@@ -88,7 +98,7 @@ def assert_computed_torque(controller, tau, cfg, q, qd, ref, rnea, friction):
 
 def test_computed_torque_equals_pinocchio_rnea_and_crba(robot):
     model, oracle = robot
-    cfg = validate_parameters({'gains.' + model.joint_names[0] + '.p': 90.0}, model)
+    cfg = validate_parameters(frozen({'gains.' + model.joint_names[0] + '.p': 90.0}), model)
     controller, rng = Controller(cfg), np.random.default_rng(1)
     for _ in range(20):
         q, qd, ref = random_state(model, rng)
@@ -110,7 +120,7 @@ def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot)
     controller then calls the compiled law without numba's dispatch); between them, calls
     with other arrays (the dispatcher's way)."""
     model, oracle = robot
-    cfg = validate_parameters({}, model)
+    cfg = validate_parameters(frozen(), model)
     controller, rng = Controller(cfg), np.random.default_rng(4)
     q, qd, ref = (np.zeros(model.n), np.zeros(model.n), np.zeros((3, model.n)))
     for k in range(12):
@@ -124,7 +134,7 @@ def test_a_tick_passing_the_same_arrays_written_in_place_equals_pinocchio(robot)
 
 def test_feedforward_pd_equals_pinocchio_rnea_plus_pd(robot):
     model, oracle = robot
-    cfg = validate_parameters({'control_law': 'feedforward_pd'}, model)
+    cfg = validate_parameters(frozen({'control_law': 'feedforward_pd'}), model)
     controller, rng = Controller(cfg), np.random.default_rng(2)
     for _ in range(20):
         q, qd, ref = random_state(model, rng)
@@ -150,7 +160,7 @@ def test_feedforward_pd_default_gains_scale_with_the_joint_inertia(robot):
 def test_joints_not_controlled_enter_rnea_at_their_measured_state(robot):
     model, oracle = robot
     joints = [model.joint_names[1], model.joint_names[0], model.joint_names[3]]
-    cfg = validate_parameters({'joints': joints}, model)
+    cfg = validate_parameters(frozen({'joints': joints}), model)
     q, qd, full_ref = random_state(model, np.random.default_rng(3))
     ref = full_ref[:, cfg.index]
     tau = Controller(cfg).command(cfg, q, qd, ref)
@@ -166,7 +176,7 @@ def test_payload_gravity_and_external_wrench_match_pinocchio(robot):
     link = oracle.tool
     payload = {'payload.link': link, 'payload.mass': 1.5, 'payload.com': [0.01, 0.02, 0.05],
                'payload.inertia': [0.01, 0.0, 0.0, 0.02, 0.0, 0.03], 'gravity': [0.5, 0, -9.7]}
-    cfg = validate_parameters(payload, model)
+    cfg = validate_parameters(frozen(payload), model)
     frame = oracle.model.frames[oracle.model.getFrameId(link)]
     inertia = pin.Inertia(1.5, np.array([0.01, 0.02, 0.05]), np.diag([0.01, 0.02, 0.03]))
     pin_model = oracle.model.copy()
@@ -353,7 +363,7 @@ def test_armature_parameters_enter_every_law_row_as_pinocchio_model_armature(rob
     geared.model, geared.order = oracle.model.copy(), oracle.order
     geared.model.armature[oracle.order] = armature
     geared.data = geared.model.createData()
-    cfg = validate_parameters(values, model)
+    cfg = validate_parameters(frozen(values), model)
     controller, rng = Controller(cfg), np.random.default_rng(6)
     for _ in range(5):
         q, qd, ref = random_state(model, rng)
@@ -366,20 +376,30 @@ def test_armature_parameters_enter_every_law_row_as_pinocchio_model_armature(rob
     np.testing.assert_allclose(pd.kp, 400.0 * np.maximum(np.diag(M), 1e-3), rtol=1e-9)
 
 
-def test_urdf_friction_is_the_default_a_parameter_overrides_and_a_note_names(robot):
+def test_urdf_friction_is_reported_applied_only_with_friction_source_urdf(robot):
+    """Issue 29: the URDF's <dynamics> are read and named at configure, fed forward only with
+    friction_source: urdf; friction.<joint>.* (identification) apply with either source."""
     model, oracle = robot
     damping = oracle.model.damping[oracle.order]
-    cfg = validate_parameters({}, model)
-    np.testing.assert_array_equal(cfg.viscous, damping)
     first = model.joint_names[0]
-    override = validate_parameters({f'friction.{first}.viscous': 2.5}, model)
+    default = validate_parameters({}, model)
+    np.testing.assert_array_equal(default.viscous, 0.0)
+    np.testing.assert_array_equal(default.coulomb, 0.0)
+    identified = validate_parameters({f'friction.{first}.viscous': 2.5}, model)
+    assert identified.viscous[0] == 2.5 and not np.any(identified.viscous[1:])
+    cfg = validate_parameters({'friction_source': 'urdf'}, model)
+    np.testing.assert_array_equal(cfg.viscous, damping)
+    override = validate_parameters({'friction_source': 'urdf',
+                                    f'friction.{first}.viscous': 2.5}, model)
     assert override.viscous[0] == 2.5
     np.testing.assert_array_equal(override.viscous[1:], damping[1:])
     if np.any(damping):  # panda: <dynamics damping="0.003">
-        assert cfg.notes and f'{model.joint_names[1]} viscous {damping[1]:g}' in cfg.notes[0]
+        name = f'{model.joint_names[1]} viscous {damping[1]:g}'
+        assert cfg.notes and name in cfg.notes[0] and 'friction_source: urdf' in cfg.notes[0]
+        assert default.notes and name in default.notes[0] and 'not applied' in default.notes[0]
         assert f'{first} viscous' not in override.notes[0]
     else:
-        assert cfg.notes == ()
+        assert cfg.notes == () and default.notes == ()
 
 
 def test_feedback_inertia_floor_adds_the_missing_inertia_to_the_feedback(robot):
@@ -388,7 +408,7 @@ def test_feedback_inertia_floor_adds_the_missing_inertia_to_the_feedback(robot):
     default gains scale by max(M_ii(q0), floor)."""
     model, oracle = robot
     floor = 0.5
-    cfg = validate_parameters({'feedback_inertia_floor': floor}, model)
+    cfg = validate_parameters(frozen({'feedback_inertia_floor': floor}), model)
     q0 = np.clip(np.zeros(model.n), *model.position_limits.T)
     M, _ = oracle.crba_and_bias(q0, np.zeros(model.n))
     boost = np.maximum(floor - np.diag(M), 0.0)

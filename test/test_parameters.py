@@ -83,8 +83,11 @@ def test_the_issue_parameters_exist_with_their_contract_defaults():
         'friction_velocity_width': 0.01, 'constraints.stopped_velocity_tolerance': 0.01,
         'constraints.goal_time': 0.0, 'state_publish_rate': 50.0, 'action_monitor_rate': 20.0,
         'effort_controller': 'effort_controller', 'command_topic': 'effort_controller/commands',
-        # issue 23: unset friction takes the URDF's <dynamics>; no rotor inertia by default
-        'friction.<joint>.viscous': None, 'friction.<joint>.coulomb': None,
+        # issue 29: the URDF's <dynamics> only when asked (friction_source: urdf); the online
+        # estimate and the integral at rest are opt-in (docs/controller.md)
+        'friction_source': 'none', 'friction.<joint>.viscous': None,
+        'friction.<joint>.coulomb': None, 'estimation.forgetting_time': 0.0,
+        'estimation.max_armature': 1.0, 'integral_gain': 0.0, 'integral_clamp': 0.2,
         'armature.<joint>': 0.0,
         'constraints.<joint>.trajectory': 0.0, 'constraints.<joint>.goal': 0.0,
     }

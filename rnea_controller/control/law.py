@@ -16,7 +16,42 @@ Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w), with b =
 friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], w =
 friction_velocity_width [rad/s]. It uses the DESIRED velocity: noise-free and known ahead;
 the measured qd would feed sensor noise through the (smoothed) sign function and chatter.
-Unset, b and c are the URDF's `<dynamics damping friction>` (0 where absent).
+Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeholders; a 1 N·m
+Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
+urdf` the URDF's `<dynamics damping friction>`; the notes report the URDF's values either way.
+
+The model is never the arm (issue 29), opt-in (`estimation.forgetting_time` > 0,
+`integral_gain` > 0; off by default, docs/controller.md says why): per controlled joint the
+law estimates online what the arm shows beyond its model, state in `LawWork`, updated by
+`_estimate` after each tick's limits (one compiled call):
+- r = mean tau_applied - RNEA(q, qd, qdd_m)_i over a window of WINDOW ticks: qdd_m the change
+  of qd over the window over its duration in ticks, tau_applied the commands of its ticks
+  (with the robot's g(q) if it compensates gravity); the model's own armature and the told
+  friction are in the model, so r is what the model misses. The window spreads a tick's
+  pairing and timing errors (per tick, a one-tick error in the pairing made the estimate's
+  loop run away on a wrong-link arm, and the real node's demo failed);
+- r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
+  `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
+  (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
+  friction (its torque at the velocity limit at most FRICTION_CEILING × the effort limit), d^
+  a slowly varying torque (gravity of wrong links, friction at rest; at most integral_clamp ×
+  the effort limit). The regressors are scaled to about 1 at a reference velocity (the
+  velocity limit) and acceleration (it over REACH), and the covariance's diagonal is kept at
+  most GAIN: no estimate takes more than about half a window's residual, so that the loop the
+  estimate closes (d^ and a^ act on the arm, whose response they are estimated from) stays
+  slow, whatever the command's delay; M_ii + a^ grows at most by a factor e per
+  ARMATURE_GROWTH (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its
+  feedback within ticks; a real rotor is learnt within a few tenths of a second). Coulomb
+  friction is not estimated: tanh(qd / w) is nearly constant over a motion and is traded off
+  against d^ (measured: the wrong-link rows diverged with it);
+- a^ enters the RNEA rows as armature (computed torque's feedback acts through M + a^: an
+  untold geared joint regains its stiffness, and only as far as the arm's measured response
+  shows), b^ the friction feedforward b^·qd_d, d^ the command;
+- an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
+  than INTEGRAL_GATE and its command not limited: += dt·Ki·(M_ii(q0) + a^)·e, clamped to
+  ±integral_clamp × the effort limit.
+`reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and
+restarts the estimator's window (a gravity hold is not the law's command).
 
 Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
 (`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
@@ -79,7 +114,9 @@ from rnea_controller.errors import DimensionError, ModelError, ParameterError
 NATURAL_FREQUENCY = 20.0  # ω [rad/s] of the default gains
 MIN_JOINT_INERTIA = 1e-3  # [kg·m²] floor of M_ii for the feedforward_pd default gains
 BRAKE_RATE = 2.0 * NATURAL_FREQUENCY  # [1/s] the brake's damping per unit of model inertia
-ROWS = 3  # law, feedforward, g(q)
+ROWS = 4  # law, feedforward, the estimator's inverse dynamics, g(q)
+GRAVITY = 3  # the row of g(q)
+ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
 
 
 class _Record(types.StructRef):
@@ -103,23 +140,31 @@ class _LawWorkType(_Record):
 class LawModel(structref.StructRefProxy):
     """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
     controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
-    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, and two switches `pd`
-    (feedforward_pd) and `compensate` (the robot compensates gravity). Made by `law_model`;
-    read by compiled code only."""
+    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
+    (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
+    forgetting factor `forget` (1: off), `ceilings` (3, m) and regressor `scales` (3, m),
+    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period
+    `dt` [s]. Made by `law_model`; read by compiled code only."""
 
 
 class LawWork(structref.StructRefProxy):
     """The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T;
     e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
-    `previous`; per-joint `saturation` counts. Holds the numpy arrays it was made from: Python
-    reads those (`Controller`), compiled code writes them."""
+    `previous`; per-joint `saturation` counts; the law's state: `armature` (n,) the model's
+    plus the estimated one, `theta` (3, m) the estimates a [kg·m²], b [N·m·s/rad], d [N·m],
+    `P` (m, 3, 3) their covariances, `applied` (2, m) the last two commands with the
+    robot's g(q), `qd_last` (n,) the last new velocity, `count` [ticks since qd_last, commands
+    in `applied`], `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads
+    those (`Controller`), compiled code writes them."""
 
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
-                    'pd', 'compensate')
+                    'pd', 'compensate', 'forget', 'ceilings', 'scales', 'ki',
+                    'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation')
+                   'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
+                   'integral')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -142,7 +187,10 @@ class ControllerConfig:
     index: their model indices; kp, kd: per controlled joint (units per law, see module doc);
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
-    computed torque's feedback gets on top of M (`feedback_boost`); timeouts [s];
+    computed torque's feedback gets on top of M (`feedback_boost`); forget: the estimator's
+    forgetting factor per tick (1: off); ceilings (3, m): the estimates' bounds; scales (3, m):
+    1 / the reference acceleration, 1 / the reference velocity and 1 (`_estimation`);
+    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -169,6 +217,12 @@ class ControllerConfig:
     coulomb: np.ndarray
     friction_width: float
     boost: np.ndarray
+    forget: float
+    ceilings: np.ndarray
+    scales: np.ndarray
+    integral_gain: float
+    integral_clamp: np.ndarray
+    inertia: np.ndarray
     law_model: LawModel
     values: dict
     notes: tuple = ()
@@ -209,16 +263,26 @@ def _with_armature(values, model, joints):
 
 
 def _friction(values, model, joints, index):
-    """(viscous, coulomb, notes): `friction.<joint>.*`, unset ones from the URDF's
-    `<dynamics damping friction>`; notes name the URDF values taken."""
-    viscous = _per_joint(values, joints, 'friction.{}.viscous', model.damping[index])
-    coulomb = _per_joint(values, joints, 'friction.{}.coulomb', model.friction[index])
-    taken = [f'{joint} {kind} {value:g}' for k, joint in enumerate(joints)
-             for kind, value in (('viscous', viscous[k]), ('coulomb', coulomb[k]))
+    """(viscous, coulomb, notes): `friction.<joint>.*`; unset ones 0, or with
+    `friction_source: urdf` the URDF's `<dynamics damping friction>`. The notes report the
+    URDF's values either way: taken, or read and not applied (the documented opt-in)."""
+    urdf = values['friction_source'] == 'urdf'
+    zeros = np.zeros(len(index))
+    damping, friction = model.damping[index], model.friction[index]
+    viscous = _per_joint(values, joints, 'friction.{}.viscous', damping if urdf else zeros)
+    coulomb = _per_joint(values, joints, 'friction.{}.coulomb', friction if urdf else zeros)
+    found = [(joint, kind, value) for k, joint in enumerate(joints)
+             for kind, value in (('viscous', damping[k]), ('coulomb', friction[k]))
              if value and values.get(f'friction.{joint}.{kind}') is None]
-    notes = ('friction from the URDF <dynamics> (no friction.<joint> parameter): '
-             + ', '.join(taken),) if taken else ()
-    return viscous, coulomb, notes
+    listed = ', '.join(f'{joint} {kind} {value:g}' for joint, kind, value in found)
+    if not found:
+        return viscous, coulomb, ()
+    if urdf:
+        return viscous, coulomb, ('friction from the URDF <dynamics> (friction_source: urdf, '
+                                  f'no friction.<joint> parameter): {listed}',)
+    return viscous, coulomb, ('the URDF <dynamics> states friction, not applied '
+                              '(friction_source: none; set friction_source: urdf to feed it '
+                              f'forward, or friction.<joint>.*): {listed}',)
 
 
 def _with_links(values, model):
@@ -379,10 +443,39 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
         friction_width=float(values['friction_velocity_width']), values=values,
         notes=notes + _links_note(values))
+    config.update(_estimation(values, model, index, config['effort_limits']))
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
     return ControllerConfig(**config)
+
+
+INTEGRAL_GATE = 0.02  # [rad/s] the integral runs while a joint at rest is slower
+GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per tick
+REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
+ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
+WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
+FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
+
+
+def _estimation(values, model, index, limits):
+    """The config's estimator and integral entries (module doc): forgetting factor; ceilings
+    and regressor scales (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m] (reference velocity: the
+    velocity limit, else 1 rad/s; reference acceleration: it over REACH); integral gain
+    [1/s³] and clamp [N·m]; M_ii(q0) [kg·m²]."""
+    velocity = model.velocity_limits[index]
+    velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
+    bias = float(values['integral_clamp']) * limits
+    ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
+                          FRICTION_CEILING * limits / velocity, bias))
+    time_constant = float(values['estimation.forgetting_time'])
+    period = 1.0 / values['update_rate']
+    window = WINDOW * period
+    forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, window)
+    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index))))
+    return dict(forget=forget, ceilings=ceilings, scales=scales,
+                integral_gain=float(values['integral_gain']),
+                integral_clamp=bias, inertia=_joint_inertias(model, index))
 
 
 def _q0(model):
@@ -418,7 +511,10 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
                           get('kd'), get('boost'), get('effort_limits'), get('viscous'),
                           get('coulomb'), float(get('friction_width')),
-                          get('law') == 'feedforward_pd', bool(get('compensates_gravity')))
+                          get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
+                          float(get('forget')), get('ceilings'), get('scales'),
+                          float(get('integral_gain')), get('integral_clamp'), get('inertia'),
+                          float(get('period')))
 
 
 def _gravity_rows(model, q):
@@ -451,8 +547,11 @@ def _workspace(n, m):
     """A LawWork for n model joints, m controlled, and its arrays by field name."""
     rows, joints = (ROWS, n), (m,)
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
-                  tau=joints, feedforward=joints, saturation=joints)
-    arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name == 'saturation' else float)
+                  tau=joints, feedforward=joints, saturation=joints, armature=(n,),
+                  theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
+                  qd_last=(n,), count=(1,), integral=joints)
+    integers = ('saturation', 'count')
+    arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
     return _new_law_work(*arrays.values()), arrays
 
@@ -472,6 +571,9 @@ class Controller:
         self.work, arrays = _workspace(n, m)
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
+        self.estimates, self.integral = arrays['theta'], arrays['integral']
+        self._P, self._count = arrays['P'], arrays['count']
+        self.work_applied = arrays['applied']
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -501,8 +603,23 @@ class Controller:
         self.fallbacks = 0
 
     def reset(self) -> None:
-        """Forget the previous command (the rate limit restarts from the next command)."""
+        """Forget the previous command (the rate limit restarts from the next command), the
+        integral and the estimates (armature, friction, bias): the node calls it on activation
+        and when it stops commanding (stale states)."""
         self._has_previous = False
+        self.estimates[:] = 0.0
+        self.integral[:] = 0.0
+        self._count[:] = 0
+        self.work_applied[:] = 0.0
+        for k in range(self._P.shape[0]):
+            self._P[k] = GAIN * np.eye(ESTIMATED)
+
+    def reset_integral(self) -> None:
+        """Forget the integral term and restart the estimator's window (kept: the estimates,
+        properties of the arm). A command that is not the law's (`gravity_hold`) calls it."""
+        self.integral[:] = 0.0
+        self._count[0] = 0  # the estimator's window restarts at the next law tick
+        self.work_applied[:] = 0.0
 
     def _step(self, cfg, rate_limited=True):
         """Largest command change this tick [N·m] (0: no rate limit)."""
@@ -523,7 +640,7 @@ class Controller:
         f_body = rnea_kernel.model_zero_forces(cfg.model)
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
-            f_body[2] = 0.0  # g(q) is gravity alone
+            f_body[GRAVITY] = 0.0  # g(q) is gravity alone
         finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref), self._step(cfg))
         return self._checked(cfg, finite, q)
 
@@ -549,6 +666,7 @@ class Controller:
                      rate_limited: bool = True) -> np.ndarray:
         """Limited g(q) [N·m], the torque that holds the measured q against gravity; zero if
         the robot compensates gravity itself."""
+        self.reset_integral()
         g = _gravity_rows(cfg.model, q)[cfg.index]
         if cfg.compensates_gravity and np.all(np.isfinite(g)):
             g = np.zeros(len(cfg.index))
@@ -613,14 +731,20 @@ def _same_objects(args, last):
 def _assemble(model, work, q, qd, ref):
     """The RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
 
-    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, 0, 0). Joints
-    not controlled enter rows 0 and 1 at their measured q, qd and qdd = 0.
+    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, qd, qdd_m),
+    qdd_m the measured acceleration over the estimator's window (the change of qd since its
+    start over its WINDOW ticks); row 3: (q, 0, 0). Joints not controlled enter rows 0 and 1 at
+    their measured q, qd and qdd = 0. Returns True if the window closes this tick.
     """
-    Q, QD, QDD, e = work.Q, work.QD, work.QDD, work.e
+    Q, QD, QDD, e, count = work.Q, work.QD, work.QDD, work.e, work.count
+    closing = count[0] >= WINDOW
     for i in range(q.shape[0]):
-        Q[0, i] = Q[1, i] = Q[2, i] = q[i]
-        QD[0, i] = QD[1, i] = qd[i]
-        QD[2, i] = QDD[0, i] = QDD[1, i] = QDD[2, i] = 0.0
+        Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
+        QD[0, i] = QD[1, i] = QD[2, i] = qd[i]
+        QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
+        if count[0] == 0:
+            work.qd_last[i] = qd[i]  # a window starts
+        QDD[2, i] = (qd[i] - work.qd_last[i]) / (count[0] * model.dt) if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e[0, k] = ref[0, k] - q[i]
@@ -629,6 +753,7 @@ def _assemble(model, work, q, qd, ref):
         QD[1, i] = ref[1, k]
         QDD[1, i] = ref[2, k]
         QDD[0, i] = ref[2, k] + model.kp[k] * e[0, k] + model.kd[k] * e[1, k]
+    return closing
 
 
 @njit(cache=True)
@@ -655,25 +780,114 @@ def _law(model, work, f_body, q, qd, ref, step):
     """One tick's law in one compiled call; returns False if it was not finite.
 
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
-    (feedforward_pd), plus the friction feedforward b·qd_d + c·tanh(qd_d / w); minus g(q) =
-    T[2] if the robot compensates gravity; then `_limit`. feedforward = T[1] + friction.
+    (feedforward_pd), plus the friction feedforward (b + b^)·qd_d + c·tanh(qd_d / w), the
+    estimated bias d^ and the integral; minus g(q) = T[3] if the robot compensates
+    gravity; then `_limit`; then `_estimate` (the next tick's estimates). The RNEA rows use
+    the model's armature plus the estimated a^. feedforward = T[1] + friction.
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
-    _assemble(model, work, q, qd, ref)
-    rows = 3 if model.compensate else 2
+    closing = _assemble(model, work, q, qd, ref)
+    theta, armature = work.theta, work.armature
+    armature[:] = model.armature
+    for k in range(model.index.shape[0]):
+        armature[model.index[k]] += theta[0, k]
+    rows = 4 if model.compensate else (3 if closing and model.forget < 1.0 else 2)
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
-                           model.p_tree, model.I, model.armature, work.Q[:rows],
+                           model.p_tree, model.I, armature, work.Q[:rows],
                            work.QD[:rows], work.QDD[:rows], model.v0, model.a0, f_body[:rows],
                            T[:rows])
     raw = work.raw
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        friction = model.viscous[k] * qd_d + model.coulomb[k] * np.tanh(qd_d / model.width)
+        friction = ((model.viscous[k] + theta[1, k]) * qd_d
+                    + model.coulomb[k] * np.tanh(qd_d / model.width))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
         law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
-        raw[k] = law + friction - (T[2, i] if model.compensate else 0.0)
-    return _limit(raw, work.previous, model.limits, step, work.tau, work.saturation)
+        raw[k] = (law + friction + theta[2, k] + work.integral[k]
+                  - (T[3, i] if model.compensate else 0.0))
+    if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
+        return False
+    _estimate(model, work, qd, closing)
+    _integrate(model, work, ref)
+    return True
+
+
+@njit(cache=True)
+def _estimate(model, work, qd, closing):
+    """Per controlled joint, once per window of WINDOW ticks, recursive least squares with
+    forgetting on the joint's own residual over the window (module doc): r = mean tau_applied
+    - RNEA(q, qd, qdd_m)_i (the model's armature, the told friction b qd + c tanh(qd / w)
+    removed) = a^ qdd_m + b^ qd + d^. In scaled units (regressors times `scales`: each about 1
+    at the reference acceleration and velocity) the covariance's diagonal stays at most GAIN:
+    no estimate takes more than about GAIN of a window's residual, and none winds up while its
+    regressor rests. Estimates projected on [0, ceiling] (d^ on ±ceiling); M_ii + a^ grows at
+    most by a factor e per ARMATURE_GROWTH. Then this tick's command enters the window."""
+    T, applied, count = work.T, work.applied, work.count
+    lam, scales = model.forget, model.scales
+    phi, Pphi, x = np.empty(ESTIMATED), np.empty(ESTIMATED), np.empty(ESTIMATED)
+    if closing:
+        if lam < 1.0:
+            growth_factor = 1.0 + count[0] * model.dt / ARMATURE_GROWTH
+            for k in range(model.index.shape[0]):
+                _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor)
+        for k in range(model.index.shape[0]):
+            applied[0, k] = 0.0
+        for i in range(qd.shape[0]):
+            work.qd_last[i] = qd[i]
+        count[0] = 0
+    for k in range(model.index.shape[0]):
+        applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
+    count[0] += 1
+
+
+@njit(cache=True)
+def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor):
+    """One joint's update of `_estimate`."""
+    T, theta = work.T, work.theta
+    i = model.index[k]
+    v, qdd_m = qd[i], work.QDD[2, i]
+    told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
+    err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
+    phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
+    for a in range(ESTIMATED):
+        x[a] = theta[a, k] / scales[a, k]
+        err -= phi[a] * x[a]
+    P, a_old = work.P[k], theta[0, k]
+    den = lam
+    for a in range(ESTIMATED):
+        Pphi[a] = 0.0
+        for b in range(ESTIMATED):
+            Pphi[a] += P[a, b] * phi[b]
+        den += phi[a] * Pphi[a]
+    for a in range(ESTIMATED):
+        x[a] += Pphi[a] / den * err
+        for b in range(ESTIMATED):
+            P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
+    for a in range(ESTIMATED):
+        if P[a, a] > GAIN:
+            shrink = np.sqrt(GAIN / P[a, a])
+            for b in range(ESTIMATED):
+                P[a, b] *= shrink
+                P[b, a] *= shrink
+        low = -model.ceilings[a, k] if a == 2 else 0.0
+        theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
+    growth = (model.inertia[k] + a_old) * growth_factor
+    theta[0, k] = min(theta[0, k], growth - model.inertia[k])
+
+
+@njit(cache=True)
+def _integrate(model, work, ref):
+    """While a joint's reference is at rest (qd_d = qdd_d = 0), it is slower than
+    INTEGRAL_GATE and its command not limited: integral += dt·Ki·(M_ii(q0) + a^)·e, clamped
+    to ±i_clamp."""
+    for k in range(model.index.shape[0]):
+        e, ed = work.e[0, k], work.e[1, k]
+        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and abs(ed) < INTEGRAL_GATE
+                and work.tau[k] == work.raw[k]):
+            value = (work.integral[k]
+                     + model.dt * model.ki * (model.inertia[k] + work.theta[0, k]) * e)
+            work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])

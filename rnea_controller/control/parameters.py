@@ -154,14 +154,40 @@ TABLE = (
          'gear (MuJoCo armature, Pinocchio model.armature), added to M_ii(q) wherever the law '
          'uses M: computed torque, the feedforward, the feedforward_pd default gains',
          low=0.0, high=1e4),
+    Spec('friction_source', 'string', 'none', '', 'where the friction feedforward starts '
+         'from: none (0; the online estimate, estimation.*, can take what the arm shows) or urdf '
+         '(the URDF <dynamics damping friction>, which configure logs either way: tags such as '
+         "example-robot-data's damping=1 friction=1 are often placeholders); friction.<joint>.* "
+         'set explicitly (e.g. from rnea-validate --identify) apply with either',
+         choices=('none', 'urdf')),
     Spec('friction.<joint>.viscous', 'double', None, 'N·m·s/rad', 'viscous friction feedforward '
          'b in tau_f = b·qd_d + c·tanh(qd_d / friction_velocity_width), from the desired '
-         'velocity; unset: the URDF <dynamics damping>, else 0', low=0.0, high=1e4),
-    Spec('friction.<joint>.coulomb', 'double', None, 'N·m', 'Coulomb friction feedforward c (see '
-         'friction.<joint>.viscous); unset: the URDF <dynamics friction>, else 0',
+         'velocity; unset: per friction_source (none: 0; urdf: <dynamics damping>)',
          low=0.0, high=1e4),
+    Spec('friction.<joint>.coulomb', 'double', None, 'N·m', 'Coulomb friction feedforward c (see '
+         'friction.<joint>.viscous); unset: per friction_source (none: 0; urdf: <dynamics '
+         'friction>)', low=0.0, high=1e4),
     Spec('friction_velocity_width', 'double', 0.01, 'rad/s', 'velocity scale of the smoothed '
          'sign tanh(qd_d / width) of the Coulomb feedforward', low=1e-6, high=10.0),
+    Spec('estimation.forgetting_time', 'double', 0.0, 's', "time constant of the online "
+         "estimate of each joint's missing rotor inertia a, viscous friction b and torque "
+         'bias d (recursive least squares on the residual of the model at the measured '
+         'acceleration over 10-tick windows, docs/controller.md); a enters M_ii (the feedback '
+         'acts through it), b the friction feedforward, d the command; 0: off (default: see '
+         'docs/controller.md for what it gains in process and costs in the node; 1.0 is the '
+         'measured setting)', low=0.0, high=100.0),
+    Spec('estimation.max_armature', 'double', 1.0, 'kg·m^2', 'largest rotor inertia the '
+         'estimate may add to a joint (viscous friction: at most 0.25 × effort limit / '
+         'velocity limit; bias: integral_clamp)', low=0.0, high=100.0),
+    Spec('integral_gain', 'double', 0.0, '1/s^3', "Ki of the integral term, run while a "
+         "joint's reference is at rest (holds, a trajectory's end) and the joint slower than "
+         '0.02 rad/s: tau_i += dt·Ki·(M_ii(q0) + a)·e, clamped by integral_clamp; frozen while '
+         'the joint saturates; cleared on activation, stale states and every gravity hold; 0: '
+         'off (default; 4000 is the measured setting, unsafe on an untold geared arm)',
+         low=0.0, high=1e6),
+    Spec('integral_clamp', 'double', 0.2, 'share', 'largest integral torque and estimated '
+         "bias, each as a share of the joint's effort limit (ros2_control PID i_clamp)",
+         low=0.0, high=1.0),
     Spec('payload.link', 'string', '', '', 'link carrying a known payload; empty: none'),
     Spec('payload.mass', 'double', 0.0, 'kg', 'payload mass', low=0.0, high=1000.0),
     Spec('payload.com', 'double_array', [0.0, 0.0, 0.0], 'm', 'payload centre of mass in the '

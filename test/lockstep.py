@@ -1,0 +1,29 @@
+"""A controller on the simulated arm in lockstep simulated time (in process, load-proof): the
+closed loop shared by the in-process tests of test_geared and test_robustness."""
+import numpy as np
+
+
+def lockstep(plant, command, reference, steps, delay=0, lead=0.0, log=None):
+    """Run `command(q, qd, ref) -> tau` on `plant` (a sim.plant.Plant) for `steps` steps.
+
+    At step k (t = k dt) the command is computed from the state then and the reference sampled
+    at t + lead [s]; it acts `delay` steps later (the first command meanwhile). Returns
+    (errors (steps, n): the reference at t + dt minus the position after the step [rad],
+    fastest (n,): the largest |qd| per joint [rad/s]); stops early (rows left NaN) if the arm
+    leaves the finite or exceeds 1000 rad/s. `log` gets (k, q, qd, applied effort) per step.
+    """
+    dt = plant.model.opt.timestep
+    errors, fastest, pending = np.full((steps, plant.n), np.nan), np.zeros(plant.n), []
+    for k in range(steps):
+        t = k * dt
+        q, qd = plant.q, plant.qd
+        tau = np.array(command(q, qd, reference.sample(t + lead)), dtype=float)
+        pending = pending + [tau] if pending else [tau] * (delay + 1)
+        applied = plant.step(pending.pop(0))
+        if log is not None:
+            log.append((k, q, qd, applied.copy()))
+        errors[k] = reference.sample(t + dt)[0] - plant.q
+        fastest = np.maximum(fastest, np.abs(plant.qd))
+        if not np.all(np.isfinite(plant.q)) or np.max(fastest) > 1000.0:
+            break
+    return errors, fastest
