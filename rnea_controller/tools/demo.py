@@ -201,19 +201,21 @@ def send_demo_motion(monitor, model, duration, via_action=False, excite=False):
         demo_centre,
         demo_motion,
         excitation_motion,
+        subscriber_names,
         to_message,
+        wait_for_subscribers,
     )
     centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
     waypoints = (excitation_motion if excite else demo_motion)(
         model.joint_names, centre, model.velocity_limits, model.position_limits, duration)
-    deadline = time.monotonic() + 10.0
-    while not any(info.node_name.startswith('rnea_controller') for info in
-                  monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
-        if time.monotonic() > deadline:
-            raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
-        time.sleep(0.02)
     if via_action:
         return send_goal(monitor, to_message(waypoints))
+    # the controller and the recorder: `ros2 bag record` subscribes when it next polls the graph
+    matched = wait_for_subscribers(monitor.node, monitor.trajectory_pub, 2, 10.0)
+    if matched < 2:
+        raise DemoError(f'{matched} of 2 subscribers (the controller and the recorder) on '
+                        f'{TRAJECTORY_TOPIC} within 10 s: '
+                        f'{subscriber_names(monitor.node, TRAJECTORY_TOPIC)}')
     monitor.trajectory_pub.publish(to_message(waypoints))
     monitor.stop_watching()
     return None
