@@ -313,6 +313,8 @@ def test_a_topic_trajectory_aborts_the_running_goal(fed):
 
 
 def test_controller_state_agrees_with_the_feedback(fed):
+    """The feedback and the controller states of the whole goal (read once its result came:
+    a subscriber lagging on a loaded host still has them all then)."""
     client, _, proc = fed
     meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     with client.lock:
@@ -320,13 +322,13 @@ def test_controller_state_agrees_with_the_feedback(fed):
         client.states.clear()
     handle = client.send(goal_of(move(Q0, np.full(6, 0.2), 1.5)))
     assert handle.accepted
-    time.sleep(1.0)
+    client.result(handle, 30.0)  # default goal tolerances: stopped velocity only: it succeeds
+    time.sleep(0.2)  # the last feedback and states of the goal arrive
     with client.lock:
         feedback = [f.feedback for f in client.feedback]
         states = client.states[:]
-    client.result(handle)  # default goal tolerances: stopped velocity only, so it succeeds
     check(len(feedback) >= 10 and len(states) >= 25, f'{len(feedback)} feedback messages '
-          f'(20 Hz) and {len(states)} controller states in 1 s', meter)
+          f'(20 Hz) and {len(states)} controller states in a 1.5 s goal', meter)
     for msg in states:
         assert list(msg.joint_names) == JOINTS
         np.testing.assert_allclose(msg.feedback.positions, Q0, atol=1e-12)
@@ -343,4 +345,6 @@ def test_controller_state_agrees_with_the_feedback(fed):
         assert list(f.actual.velocities) == list(s.feedback.velocities)
         assert list(f.error.positions) == list(s.error.positions)
     indices = [f.index for f in feedback]
-    assert indices == sorted(indices) and indices[0] == 0 and indices[-1] >= 1
+    assert indices == sorted(indices) and indices[0] == 0
+    check(indices[-1] >= 1, f'feedback indices {sorted(set(indices))}: the goal did not pass '
+          'its first point', meter)
