@@ -51,6 +51,8 @@ def test_demo_tracks_within_1e_3_rad_and_writes_bag_and_plots(tmp_path):
 
 def test_an_unknown_payload_shows_in_the_error_and_the_estimate(tmp_path):
     _, report = run_demo(tmp_path, '--payload', '2')
-    assert report['residual']['payload_kg'] == pytest.approx(2.0, abs=0.3)
+    estimate = report['residual']['payload_kg']
+    check(abs(estimate - 2.0) <= 0.3, f'payload estimate {estimate:.3f} kg for 2 kg',
+          RunGaps(report))
     worst = max(j['rms'] for j in report['tracking']['joints'].values())
     assert worst > 1e-3  # the model error shows (exact model: <= 1e-3 on every joint)
