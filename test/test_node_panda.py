@@ -112,8 +112,11 @@ def test_panda_with_its_hand_configures_activates_and_tracks(panda):
         time_from_start=Duration(seconds=DURATION).to_msg())]))
     recorder.errors.clear()
     recorder.commands.clear()
-    assert wait_for(lambda: len(recorder.errors) > 0 and np.allclose(
-        recorder.errors[-1].reference.positions, goal, atol=1e-9), 20.0), logs()
+    # on a starved host the simulator catches up in bursts, its states then look like jumps
+    # to the node's gate and it goes stale and drops the trajectory (issue 29's case): said so
+    check(wait_for(lambda: len(recorder.errors) > 0 and np.allclose(
+        recorder.errors[-1].reference.positions, goal, atol=1e-9), 20.0),
+        f'the reference never reached the goal: {logs()[-1500:]}', meter)
     moving = [np.array(m.error.positions) for m in recorder.errors]
     rms = np.sqrt(np.mean(np.square(moving), axis=0))
     settled = lambda: np.array(recorder.errors[-1].feedback.positions) - goal  # noqa: E731
