@@ -8,8 +8,11 @@
    (`ros2 bag record -s mcap` where rosbag2 is installed, else rnea_controller.tools.record);
    `output` defaults to demo_output/<date-time>, and an existing bag folder is never reused
    (bag-1, bag-2, ... instead);
-2. `rnea-send-trajectory --demo --wait-active` sends the motion once the controller's lifecycle
-   state is active (lifecycle_msgs GetState), not after a fixed delay;
+2. `rnea-send-trajectory --demo --wait-active --subscribers 2` sends the motion once the
+   controller's lifecycle state is active (lifecycle_msgs GetState), not after a fixed delay,
+   and once both the controller and the recorder have subscribed to the trajectory topic
+   (`ros2 bag record` subscribes to a topic only after it has discovered a publisher of it:
+   polling every 100 ms);
 3. `duration` seconds later it stops the recorder and runs `rnea-validate` on the bag;
 4. ends by itself. The launch exits non-zero (an exception names the step) when the sender
    gives up (no active controller), the simulator or the controller dies during the run, the
@@ -136,7 +139,8 @@ def demo(context):
                         parameters=[{'control_law': LaunchConfiguration('law')}]))
     record = recorder(bag)
     sender = Node(package=PACKAGE, executable='rnea-send-trajectory', output='screen',
-                  arguments=['--demo', '--duration', str(motion), '--wait-active', '--wait',
+                  arguments=['--demo', '--duration', str(motion), '--wait-active',
+                             '--subscribers', '2', '--wait',
                              LaunchConfiguration('startup_timeout').perform(context)])
     watchers = [RegisterEventHandler(OnProcessExit(target_action=action, on_exit=fail_if(
         action.node_executable, run))) for action in arm]

@@ -8,6 +8,7 @@ import subprocess
 
 from conftest import console_script
 import pytest
+from starvation import check, RunGaps
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 JOINTS = ('shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint',
@@ -22,6 +23,9 @@ def run_demo(output, *options):
 
 
 def test_demo_tracks_within_1e_3_rad_and_writes_bag_and_plots(tmp_path):
+    """The bound holds on a run that ran in real time; a run the host starved (its own loop
+    and joint states show it: starvation.RunGaps) is said to be, not failed (issue 31: 1.09e-3
+    on wrist_2 with 180 ms stalls beside two busy processes)."""
     stdout, report = run_demo(tmp_path)
     tracking = report['tracking']['joints']
     assert set(tracking) == set(JOINTS)
@@ -29,7 +33,9 @@ def test_demo_tracks_within_1e_3_rad_and_writes_bag_and_plots(tmp_path):
         # ~4000 aligned samples in 4 s; on a loaded 2-core host the Python simulator and
         # recorder stall and fewer align (978 seen once): half a second of them is enough
         assert tracking[joint]['samples'] > 500, (joint, tracking[joint])
-        assert tracking[joint]['rms'] <= 1e-3, (joint, tracking[joint])
+    worst = max(JOINTS, key=lambda joint: tracking[joint]['rms'])
+    check(tracking[worst]['rms'] <= 1e-3, f'{worst}: RMS {tracking[worst]["rms"]:.2e} rad',
+          RunGaps(report))
     assert report['saturation']['joints']['shoulder_lift_joint']['max_abs'] > 10.0  # it moved
     assert all(s['non_finite'] == 0 and s['over_limit'] == 0
                for s in report['saturation']['joints'].values())
@@ -45,6 +51,8 @@ def test_demo_tracks_within_1e_3_rad_and_writes_bag_and_plots(tmp_path):
 
 def test_an_unknown_payload_shows_in_the_error_and_the_estimate(tmp_path):
     _, report = run_demo(tmp_path, '--payload', '2')
-    assert report['residual']['payload_kg'] == pytest.approx(2.0, abs=0.3)
+    estimate = report['residual']['payload_kg']
+    check(abs(estimate - 2.0) <= 0.3, f'payload estimate {estimate:.3f} kg for 2 kg',
+          RunGaps(report))
     worst = max(j['rms'] for j in report['tracking']['joints'].values())
     assert worst > 1e-3  # the model error shows (exact model: <= 1e-3 on every joint)

@@ -8,6 +8,13 @@ controls the seven arm joints only, and takes the fingers, which it does not com
 measured state. Oracle: the simulated arm follows the trajectory sent, and each command has
 seven values, also with `joints` unset: its default leaves out mimic joints and their leaders
 (a gripper's fingers).
+
+Real time (issue 31): the simulator steps against the wall clock, so a host that starves it
+and the controller moves the arm under stale commands. The controller's state_timeout is 0.5 s
+(a stall of the simulator then does not drop the trajectory: the other DDS tests' setting); the
+settled error is read once the arm has settled, not at a fixed time; and the tracking bound,
+which a starved run cannot hold, is asserted with starvation.check: a failure on a run whose
+processes waited over a tenth of it for a CPU is reported as such (skipped, with the figures).
 """
 
 from conftest import console_script, Processes, robot_data_urdf, wait_for
@@ -17,6 +24,7 @@ import pytest
 import rclpy
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
+from starvation import check, CpuWait
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -79,7 +87,7 @@ def panda(request, tmp_path):
                            f'urdf_file:={sim_urdf}', '--params-file', str(tmp_path / 'sim.yaml')])
     controller = processes.start([console_script('rnea-controller'), '--urdf', str(PANDA),
                                   '--ros-args', '--params-file',
-                                  str(tmp_path / 'controller.yaml')])
+                                  str(tmp_path / 'controller.yaml'), '-p', 'state_timeout:=0.5'])
     recorder = Recorder()
     try:
         yield recorder, processes, sim, controller
@@ -98,21 +106,26 @@ def test_panda_with_its_hand_configures_activates_and_tracks(panda):
     names = list(recorder.states[-1].name)
     assert names[7:] == ['panda_finger_joint1', 'panda_finger_joint2']  # the sim's states
     goal = np.array(READY) + MOVE
+    meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
     recorder.trajectory.publish(JointTrajectory(joint_names=ARM, points=[JointTrajectoryPoint(
         positions=list(goal), velocities=[0.0] * 7,
         time_from_start=Duration(seconds=DURATION).to_msg())]))
     recorder.errors.clear()
     recorder.commands.clear()
-    assert wait_for(lambda: len(recorder.errors) > 0 and np.allclose(
-        recorder.errors[-1].reference.positions, goal, atol=1e-9), 20.0), logs()
+    # on a starved host the simulator catches up in bursts, its states then look like jumps
+    # to the node's gate and it goes stale and drops the trajectory (issue 29's case): said so
+    check(wait_for(lambda: len(recorder.errors) > 0 and np.allclose(
+        recorder.errors[-1].reference.positions, goal, atol=1e-9), 20.0),
+        f'the reference never reached the goal: {logs()[-1500:]}', meter)
     moving = [np.array(m.error.positions) for m in recorder.errors]
-    assert wait_for(lambda: len(recorder.errors) > len(moving) + 20, 10.0)
-    settled = np.array(recorder.errors[-1].feedback.positions)
+    rms = np.sqrt(np.mean(np.square(moving), axis=0))
+    settled = lambda: np.array(recorder.errors[-1].feedback.positions) - goal  # noqa: E731
+    wait_for(lambda: np.all(np.abs(settled()) < 2e-3), 10.0)
     assert {len(c) for c in recorder.commands} == {7}
     assert list(recorder.errors[-1].joint_names) == ARM
-    rms = np.sqrt(np.mean(np.square(moving), axis=0))
     print(f'{len(moving)} controller states while moving: RMS error {rms} rad; settled at '
-          f'{settled - goal} rad from the goal')
-    assert len(moving) > 10 and np.all(rms < 0.01), rms  # 0.3 rad moves in 2 s
-    np.testing.assert_allclose(settled, goal, atol=2e-3)
+          f'{settled()} rad from the goal; {meter.describe()}')
+    assert len(moving) > 10
+    check(np.all(rms < 0.01), f'RMS error {rms} rad while moving 0.3 rad in 2 s', meter)
+    check(np.all(np.abs(settled()) < 2e-3), f'settled {settled()} rad from the goal', meter)
     assert controller.poll() is None and sim.poll() is None, logs()

@@ -22,7 +22,8 @@ KEYS = {'numpy': 'python3-numpy', 'numba': 'python3-numba', 'yaml': 'python3-yam
         'mujoco': 'python3-mujoco-pip', 'rosbags': 'python3-rosbags-pip',
         'scipy': 'python3-scipy', 'cvxpy': 'python3-cvxpy-pip',
         'pytest': 'python3-pytest', 'hypothesis': 'python3-hypothesis',
-        'pinocchio': 'pinocchio'}
+        'pinocchio': 'pinocchio',
+        'markdown_it': 'python3-rich'}  # markdown-it-py: rich's parser, installed with it
 # Keys needed at run time without an import: each with where it is used.
 RUN_ONLY = {
     'ros2launch': '`ros2 launch` of launch/*.launch.py',

@@ -1,5 +1,9 @@
-"""BagRecorder: real DDS in this process, an MCAP bag read back with rosbags (the oracle); and
-the demo launch's two recorders, `ros2 bag record` and ours, on one run of the real programs."""
+"""BagRecorder: real DDS in this process, an MCAP bag read back with rosbags (the oracle); the
+demo launch's two recorders, `ros2 bag record` and ours, on one run of the real programs; and
+the trajectory a run sends, in the bag of a recorder that discovers topics as rosbag2 does
+(polling the graph every 100 ms, subscribing only to topics that have a publisher:
+polling_recorder.py stands in for `ros2 bag record` where rosbag2 is not installed)."""
+from pathlib import Path
 import subprocess
 import sys
 import time
@@ -11,8 +15,10 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller.errors import BagError
+from rnea_controller.ros.realtime import BackgroundSpinner
 from rnea_controller.tools.record import (
     BagRecorder,
     DEFAULT_TOPICS,
@@ -25,6 +31,16 @@ from rnea_controller.tools.record import (
 
 TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState',
           '/robot_description': 'std_msgs/msg/String'}
+POLLING = Path(__file__).with_name('polling_recorder.py')
+TRAJECTORY = '/rnea_controller/joint_trajectory'
+
+
+def polling_recorders(path, topics):
+    """{name: command} of the recorders that discover as rosbag2: `ros2 bag record` where it is
+    installed, and always polling_recorder.py (rclpy + rosbags)."""
+    ros2_bag = record_command(path, topics)
+    return {**({'ros2 bag': ros2_bag} if ros2_bag else {}),
+            'polling': [sys.executable, str(POLLING), '-o', str(path), *topics]}
 
 
 @pytest.fixture
@@ -155,10 +171,54 @@ def recorded_topics(bag):
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize('recorder', ['ros2 bag', 'polling'])
+def test_the_sent_trajectory_is_in_the_bag_of_a_recorder_that_polls(tmp_path, processes,
+                                                                   context, recorder):
+    """Issue 31: `ros2 bag record` subscribes to the trajectory topic only after a poll has
+    found the sender's publisher; a sender that published once the controller alone had matched
+    left the trajectory out of its bag. With `--subscribers 2` (the controller, here a node of
+    this process, and the recorder), as demo.launch.py sends, the bag holds it: one message,
+    the points sent, read back with rosbags."""
+    command = polling_recorders(tmp_path / 'bag', [TRAJECTORY[1:]]).get(recorder)
+    if command is None:
+        pytest.skip('rosbag2 is not installed here (no `ros2 bag`): polling_recorder.py '
+                    'discovers as it does')
+    node = rclpy.create_node('rnea_controller', context=context)  # stands in for it
+    received = []
+    node.create_subscription(JointTrajectory, TRAJECTORY, received.append, 10)
+    spinner = BackgroundSpinner(node, 'test client', 'events', 0.05)
+    try:
+        proc = processes.start(command, 'recorder')
+        assert wait_for(lambda: 'recording' in processes.output(proc).lower(), 60.0), (
+            processes.output(proc))
+        waypoints = tmp_path / 'waypoints.yaml'
+        waypoints.write_text('joint_names: [shoulder_pan_joint, elbow_joint]\npoints:\n'
+                             '  - {time: 1.0, positions: [0.1, 1.2]}\n'
+                             '  - {time: 2.0, positions: [0.2, 1.0]}\n')
+        sent = subprocess.run([console_script('rnea-send-trajectory'), str(waypoints),
+                               '--subscribers', '2', '--wait', '60'], capture_output=True,
+                              text=True, timeout=120)
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        assert wait_for(lambda: len(received) == 1, 10.0)
+        assert processes.stop(proc, timeout=30.0) == 0, processes.output(proc)
+    finally:
+        spinner.stop()
+        node.destroy_node()
+    typestore = newest_typestore()
+    with Reader(tmp_path / 'bag') as reader:
+        messages = [typestore.deserialize_cdr(raw, c.msgtype)
+                    for c, _, raw in reader.messages() if c.topic == TRAJECTORY]
+    assert len(messages) == 1, processes.output(proc)
+    assert [list(p.positions) for p in messages[0].points] == [[0.1, 1.2], [0.2, 1.0]]
+
+
+@pytest.mark.integration
 def test_ros2_bag_and_our_recorder_give_rnea_validate_the_same_run(tmp_path, processes):
     """Where rosbag2 is installed, demo.launch.py records with `ros2 bag record` (the command
     of `record_command`): one run of the simulated arm, the controller and the demo motion,
-    recorded by both side by side, gives the validator the same topics and the same verdict."""
+    recorded by both side by side, gives the validator the same topics, the trajectory among
+    them, and the same verdict. (Without rosbag2, the trajectory's part is the test above's,
+    with polling_recorder.py.)"""
     topics = list(DEFAULT_TOPICS)
     ros2_bag = record_command(tmp_path / 'ros2_bag', topics)
     if ros2_bag is None:
@@ -169,9 +229,10 @@ def test_ros2_bag_and_our_recorder_give_rnea_validate_the_same_run(tmp_path, pro
                  processes.start(own_record_command(tmp_path / 'ours', topics), 'ours')]
     controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
                                   '0', '--ros-args', '-p', 'state_timeout:=0.5'])
+    # three subscribers: the controller and the two recorders
     sent = subprocess.run([console_script('rnea-send-trajectory'), '--demo', '--duration', '4',
-                           '--wait-active', '--wait', '120'], capture_output=True, text=True,
-                          timeout=180)
+                           '--wait-active', '--subscribers', '3', '--wait', '120'],
+                          capture_output=True, text=True, timeout=180)
     assert sent.returncode == 0, sent.stdout + sent.stderr + processes.output(controller)
     time.sleep(6.0)  # the motion (4 s) and a hold after it
     for recorder in recorders:
@@ -182,4 +243,5 @@ def test_ros2_bag_and_our_recorder_give_rnea_validate_the_same_run(tmp_path, pro
                     for name in ('ros2_bag', 'ours'))
     assert theirs[0] in (0, 1) and theirs[1], theirs[2]
     assert (theirs[0], theirs[1]) == (ours[0], ours[1]), (theirs[2], ours[2])
+    assert TRAJECTORY in recorded_topics(tmp_path / 'ros2_bag')
     assert recorded_topics(tmp_path / 'ros2_bag') == recorded_topics(tmp_path / 'ours')

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import rclpy
 from sensor_msgs.msg import JointState
+import starvation
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.parameters import check, latency_setting, ParameterError
@@ -243,11 +244,15 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
     assert len(probe.states[-1].velocity) == 0
     start = np.array(probe.references[-1].position)
     goal = start + np.array([0.2, -0.15, 0.1, 0.0, 0.0, 0.0])
+    meter = starvation.CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
     probe.send(probe.references[-1].name, start, goal, 2.0)
     assert wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0), (
         processes.output(controller)[-3000:])
-    assert wait_for(lambda: np.allclose(probe.states[-1].position, goal, atol=2e-3), 5.0), (
-        np.array(probe.states[-1].position) - goal)
+    reached = wait_for(lambda: np.allclose(probe.states[-1].position, goal, atol=2e-3), 20.0)
+    (processes.tmp_path / 'logs.txt').write_text(processes.output(controller) + '\n' +
+                                                  processes.output(sim))
+    starvation.check(reached, f'the arm ends {np.array(probe.states[-1].position) - goal} rad '
+                     f'from the goal (logs: {processes.tmp_path / "logs.txt"})', meter)
     assert 'joint velocities: estimated from positions' in processes.output(controller)
     assert wait_for(lambda: probe.diagnostics and
                     probe.diagnostics[-1]['velocity source'] == 'estimated', 5.0)
@@ -259,20 +264,23 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
 def test_a_500_hz_jittered_stream_keeps_the_loop_at_1_khz(processes, probe):
     sim, controller = start_arm(processes, 'publish_rate:=500.0', 'publish_jitter:=0.0003')
     streaming(probe, processes, sim, controller)
-    assert wait_for(lambda: len(probe.diagnostics) >= 3, 10.0)
+    meter = starvation.CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
+    probe.diagnostics.clear()
+    assert wait_for(lambda: len(probe.diagnostics) >= 4, 20.0)
     # the stream: 2 ms between stamps (this Python subscriber may miss some on a loaded machine)
     steps = np.diff([stamp(m) for m in probe.states[-200:]])
     assert np.percentile(steps, 10) == pytest.approx(2e-3, abs=1e-4)
     # the loop ticks at its own rate, not the stream's 500 Hz (generous: on a slow, loaded
     # 2-core host the node, the simulator and this probe together drop ticks: 630-760 Hz seen)
+    # (a starved run, whose processes waited for a CPU, is said to be: starvation.check)
     rates = [float(d['loop rate [Hz]']) for d in probe.diagnostics[1:]]
-    assert np.median(rates) > 560.0, rates
+    starvation.check(np.median(rates) > 560.0, f'loop rates {rates} Hz', meter)
     # the delay from a state's stamp to its command's effect: a few stream periods, measured
     # 2-5 ms; a loaded CI host showed running means up to 20 ms, so the median of the run is
     # bounded, generously (what it rules out: a clock offset, seconds, or a non-positive value)
     latencies = [float(d['latency [ms]']) for d in probe.diagnostics[1:]]
     assert all(latency > 0 for latency in latencies), latencies
-    assert np.median(latencies) < 30, latencies
+    starvation.check(np.median(latencies) < 30, f'latencies {latencies} ms', meter)
 
 
 def tracking_rms(references, states, start, end):
@@ -316,6 +324,8 @@ def test_tracking_with_stamps_50_ms_early_or_late_is_as_good_as_with_synchronise
         assert wait_for(lambda: len(probe.references) > 200 and true_states, 90.0), (
             processes.output(sim) + processes.output(controller))
         rms = {}
+        meter = starvation.CpuWait({'rnea-sim': sim, 'rnea-controller': controller,
+                                    'relay': relay.proc})
         for k, offset in enumerate((0.0, -0.05, 0.05)):
             relay.set(offset)
             time.sleep(3.0)  # StampClock: the window of the switch, then a whole one (< 2 s)
@@ -326,11 +336,12 @@ def test_tracking_with_stamps_50_ms_early_or_late_is_as_good_as_with_synchronise
             probe.send(names, start, goal, 2.0)
             time.sleep(3.0)
             rms[offset], count = tracking_rms(probe.references, true_states, t0 + 0.1, t0 + 2.0)
-            assert count > 500, (offset, count)
+            starvation.check(count > 500, f'{count} states in 1.9 s at offset {offset}', meter)
             probe.references.clear()
             true_states.clear()
         misplaced = 1.5 * 0.3 / 2.0 * 0.05  # [rad] the cubic's peak speed x 50 ms
-        assert all(rms[offset] < 0.1 * misplaced for offset in rms), rms
+        starvation.check(all(rms[offset] < 0.1 * misplaced for offset in rms),
+                         f'tracking RMS {rms} rad by stamp offset', meter)
         assert 'ms from their arrival' in processes.output(controller)
     finally:
         relay.close()

@@ -372,8 +372,13 @@ def render_markdown() -> str:
              '|---|---|---|---|---|---|---|']
     for spec in TABLE:
         lines.append(f'| `{spec.name}` | {spec.kind} | `{_default_text(spec)}` | {spec.unit} | '
-                     f'{spec.bounds_text()} | {spec.change} | {spec.description} |')
+                     f'{spec.bounds_text()} | {spec.change} | {_cell(spec.description)} |')
     return '\n'.join(lines) + '\n'
+
+
+def _cell(text):
+    """`text` in a markdown table cell: a `|` (as in |qd|) escaped, else it splits the cell."""
+    return text.replace('|', '\\|')
 
 
 YAML_HEADER = """\

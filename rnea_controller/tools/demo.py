@@ -216,7 +216,11 @@ def send_demo_motion(monitor, waypoints, via_action=False):
     via_action: send it as a FollowJointTrajectory goal instead; returns the future of its
     goal handle (None on the topic).
     """
-    from rnea_controller.tools.send_trajectory import to_message
+    from rnea_controller.tools.send_trajectory import (
+        subscriber_names,
+        to_message,
+        wait_for_subscribers,
+    )
     deadline = time.monotonic() + 10.0
     while not any(info.node_name.startswith('rnea_controller') for info in
                   monitor.node.get_subscriptions_info_by_topic(TRAJECTORY_TOPIC)):
@@ -225,6 +229,12 @@ def send_demo_motion(monitor, waypoints, via_action=False):
         time.sleep(0.02)
     if via_action:
         return send_goal(monitor, to_message(waypoints))
+    # the controller and the recorder: `ros2 bag record` subscribes when it next polls the graph
+    matched = wait_for_subscribers(monitor.node, monitor.trajectory_pub, 2, 10.0)
+    if matched < 2:
+        raise DemoError(f'{matched} of 2 subscribers (the controller and the recorder) on '
+                        f'{TRAJECTORY_TOPIC} within 10 s: '
+                        f'{subscriber_names(monitor.node, TRAJECTORY_TOPIC)}')
     monitor.trajectory_pub.publish(to_message(waypoints))
     monitor.stop_watching()
     return None

@@ -34,9 +34,13 @@ rest (`analysis/excitation.py`; it takes 0.5-4 s before sending).
 
 With --via-action it goes as a FollowJointTrajectory goal instead, and the result code is
 printed (exit 0 on SUCCESSFUL).
-The trajectory is published once, with header.stamp zero (start now), after a subscriber appeared;
-with --wait-active, only once the controller's lifecycle state is `active` (lifecycle_msgs
-GetState on `<controller>/get_state`), as a launch file needs. Topic and service names are
+The trajectory is published once, with header.stamp zero (start now), once --subscribers
+subscriptions (default 1, the controller) and every subscription the graph shows on the topic
+have matched, so that a recorder started for the run holds it: `ros2 bag record` subscribes
+only after it has discovered this publisher (it polls the graph every 100 ms), so a run to be
+recorded passes `--subscribers 2`, as demo.launch.py does. With --wait-active, only once the
+controller's lifecycle state is `active` (lifecycle_msgs GetState on `<controller>/get_state`),
+as a launch file needs. Topic and service names are
 relative: `--ros-args -r __ns:=/arm1` (what launch's `namespace` passes) moves them all.
 """
 import argparse
@@ -308,6 +312,10 @@ def parse_args(argv):
     parser.add_argument('--via-action', action='store_true',
                         help='send it as a FollowJointTrajectory goal to '
                              '<controller>/follow_joint_trajectory and wait for the result code')
+    parser.add_argument('--subscribers', type=int, default=1, metavar='N',
+                        help='send only once N subscribers are matched: the controller, and a '
+                             'recorder started for it (ros2 bag record subscribes when it next '
+                             'polls, after this publisher appears): 2')
     parser.add_argument('--wait', type=float, default=10.0,
                         help='seconds to wait for the controller, a subscriber and a joint '
                              'state [s]')
@@ -361,21 +369,53 @@ def wait_for_message(node, topic, timeout):
     return received[0] if received else None
 
 
-def publish(node, topic, msg, wait):
-    """Publish msg once a subscriber is matched; False if none within `wait` [s]."""
-    import rclpy
+GRAPH_GRACE = 2.0  # [s] for subscribers the graph shows to match, once enough have
+ACK_WAIT = 5.0  # [s] at most for the subscribers to acknowledge the trajectory
+
+
+def wait_for_subscribers(node, publisher, count, wait, grace=GRAPH_GRACE):
+    """Wait until `publisher` has matched at least `count` subscriptions (at most `wait` [s]),
+    then until it has matched every one the graph shows on its topic (at most `grace` [s] more:
+    a subscriber discovered but not yet matched would miss a message published now); the
+    number matched."""
+    def poll(enough, seconds):
+        deadline = time.monotonic() + seconds
+        while not enough(matched := publisher.get_subscription_count()):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        return matched
+    matched = poll(lambda m: m >= count, wait)
+    if matched < count:
+        return matched
+    return poll(lambda m: m >= node.count_subscribers(publisher.topic_name), grace)
+
+
+def subscriber_names(node, topic):
+    """The nodes subscribed to `topic` as the graph shows them: '/ns/name, ...'."""
+    return ', '.join(sorted(f'{info.node_namespace.rstrip("/")}/{info.node_name}'
+                            for info in node.get_subscriptions_info_by_topic(topic))) or 'none'
+
+
+def publish(node, topic, msg, wait, subscribers=1):
+    """Publish msg once `subscribers` subscriptions are matched (the controller, and a recorder
+    that was started for it: 2) and every one the graph shows; then wait until each reliable
+    subscriber has acknowledged it. Returns the number matched at the deadline `wait` [s] when
+    it is below `subscribers` (nothing sent), else None.
+
+    A recorder that discovers topics by polling, as `ros2 bag record` does (every 100 ms, only
+    topics that have a publisher), subscribes only after this publisher exists: publishing as
+    soon as the controller alone matched left the trajectory out of its bag (issue 31)."""
+    from rclpy.duration import Duration
     from trajectory_msgs.msg import JointTrajectory
     publisher = node.create_publisher(JointTrajectory, topic, 10)
-    deadline = time.monotonic() + wait
-    while publisher.get_subscription_count() == 0:
-        if time.monotonic() > deadline:
-            return False
-        rclpy.spin_once(node, timeout_sec=0.05)
+    matched = wait_for_subscribers(node, publisher, subscribers, wait)
+    if matched < subscribers:
+        return matched
     publisher.publish(msg)
-    end = time.monotonic() + 0.5  # let the reliable transport deliver before we exit
-    while time.monotonic() < end:
-        rclpy.spin_once(node, timeout_sec=0.05)
-    return True
+    # delivered before we exit: each reliable subscriber acknowledges (not a fixed wait)
+    publisher.wait_for_all_acked(Duration(seconds=ACK_WAIT))
+    return None
 
 
 def send_goal(node, controller, msg, wait):
@@ -454,10 +494,15 @@ def main(argv=None):
             code, text = send_goal(node, args.controller, to_message(waypoints), args.wait)
             print(f'result: error_code {code} {text!r}')
             return 0 if code == 0 else 1
-        if not publish(node, args.topic, to_message(waypoints), args.wait):
+        matched = publish(node, args.topic, to_message(waypoints), args.wait, args.subscribers)
+        if matched is not None:
             topic = node.resolve_topic_name(args.topic)
-            raise TrajectoryError(f'no subscriber on {topic} within {args.wait} s '
-                                  '(is the controller running?)')
+            if matched == 0:
+                raise TrajectoryError(f'no subscriber on {topic} within {args.wait} s '
+                                      '(is the controller running?)')
+            raise TrajectoryError(f'{matched} of {args.subscribers} subscribers on {topic} '
+                                  f'within {args.wait} s ({subscriber_names(node, topic)}): '
+                                  'is the recorder running? Nothing sent')
         print(f'sent {len(waypoints.times)} points for {len(waypoints.joint_names)} joints, '
               f'{waypoints.times[-1]:.2f} s, on {node.resolve_topic_name(args.topic)}')
         return 0
