@@ -239,8 +239,11 @@ def test_a_goal_that_cannot_settle_fails_after_goal_time(fed):
 
 
 def test_constraints_parameters_are_the_default_tolerances(fed):
-    """JTC's constraints.* parameters apply to a goal that brings no tolerances of its own."""
-    client, _, _ = fed
+    """JTC's constraints.* parameters apply to a goal that brings no tolerances of its own.
+    (The path is judged at action_monitor_rate on the newest tick's snapshot: a monitor thread
+    starved for the whole 1 s goal sees only its end, at rest within no goal tolerance, and
+    reports success; starvation.check says so.)"""
+    client, _, proc = fed
     parameters = AsyncParameterClient(client.node, 'rnea_controller')
 
     def set_parameters(**values):
@@ -257,9 +260,12 @@ def test_constraints_parameters_are_the_default_tolerances(fed):
         assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
         set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
                        constraints__elbow_joint__trajectory=0.02)
+        meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
         handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0)))
         result = client.result(handle)
-        assert result.result.error_code == Result.PATH_TOLERANCE_VIOLATED
+        check(result.result.error_code == Result.PATH_TOLERANCE_VIOLATED,
+              f'a 0.5 rad move of a still arm within a 0.02 rad path tolerance ended '
+              f'{result.result.error_code} {result.result.error_string!r}', meter)
     finally:
         set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
                        constraints__elbow_joint__trajectory=0.0)
