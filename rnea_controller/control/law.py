@@ -543,7 +543,7 @@ def law_is_finite(cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray,
     uncompiled evaluation, used to accept a parameter change at the current state)."""
     work, _ = _workspace(cfg.model.n, len(cfg.joints))
     return bool(_law(cfg.law_model, work, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref,
-                     0.0, -1.0))
+                     q, qd, 0.0, -1.0))
 
 
 def _workspace(n, m):
@@ -595,12 +595,13 @@ class Controller:
         ref = np.vstack((q[cfg.index] + 0.01, qd[cfg.index], np.full(m, 0.5)))
         w, (Q, QD, QDD, T) = self.work, self._rows
         for attempt in range(2):
-            _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, 0.0,
-                 -1.0)
+            _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, q,
+                 qd, 0.0, -1.0)
             if np.allclose(T[:2], rnea(cfg.model, Q[:2], QD[:2], QDD[:2])) or attempt:
                 break
             _law.recompile()
-        _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, 0.0, -1.0)  # with a wrench
+        _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, q, qd, 0.0,
+             -1.0)  # with a wrench
         self.gravity_hold(cfg, q)
         self.reset()
         self.saturation[:] = 0
@@ -630,7 +631,8 @@ class Controller:
         return cfg.torque_rate_limit * cfg.period if rate_limited and self._has_previous else 0.0
 
     def command(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray, ref: np.ndarray,
-                f_ext: dict | None = None, state_dt: float = -1.0) -> np.ndarray:
+                f_ext: dict | None = None, state_dt: float = -1.0,
+                measured: tuple | None = None) -> np.ndarray:
         """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size) and ref (3, m).
 
         ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`). One
@@ -639,6 +641,8 @@ class Controller:
         the online estimate, the time from the previous new state to this tick's state if it
         is new, 0 if it is not (a repeat: the estimator waits for a new one); negative (the
         default): every call a new state one period after the last (lockstep simulation).
+        measured: (q, qd) of the state as it came, for the estimate, when q and qd are
+        predicted to where the command acts (latency compensation); None: q and qd.
         """
         n = cfg.model.n
         if q.shape != (n,) or qd.shape != (n,) or ref.shape != (3, len(cfg.index)):
@@ -648,7 +652,12 @@ class Controller:
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
             f_body[GRAVITY] = 0.0  # g(q) is gravity alone
-        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref), self._step(cfg),
+        qm, qdm = (q, qd) if measured is None else measured
+        if qm.shape != (n,) or qdm.shape != (n,):
+            raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
+                                 f'fit {n} joints')
+        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
+                           self._step(cfg),
                            float(state_dt))
         return self._checked(cfg, finite, q)
 
@@ -733,15 +742,17 @@ class Controller:
 def _same_objects(args, last):
     """The law's arguments are the objects of `last` (the workspace never changes)."""
     return (args[0] is last[0] and args[2] is last[2] and args[3] is last[3]
-            and args[4] is last[4] and args[5] is last[5])
+            and args[4] is last[4] and args[5] is last[5] and args[6] is last[6]
+            and args[7] is last[7])
 
 
 @njit(cache=True)
-def _assemble(model, work, q, qd, ref, state_dt):
+def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
     """The RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
 
-    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, qd, qdd_m),
-    qdd_m the measured acceleration over the estimator's window: the change of qd from its
+    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (qm, qdm, qdd_m),
+    the state as measured (q, qd may be predicted to where the command acts), qdd_m the
+    measured acceleration over the estimator's window: the change of qdm from its
     first state to its last over their time apart (WINDOW intervals between new states, each
     `state_dt` [s]; `state_dt` 0: this tick's state is not new and the window waits; < 0:
     every tick a new state one period after the last, lockstep); row 3: (q, 0, 0). Joints not
@@ -762,11 +773,12 @@ def _assemble(model, work, q, qd, ref, state_dt):
         work.applied[0, :] = 0.0
     for i in range(q.shape[0]):
         Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
-        QD[0, i] = QD[1, i] = QD[2, i] = qd[i]
+        QD[0, i] = QD[1, i] = qd[i]
+        Q[2, i], QD[2, i] = qm[i], qdm[i]
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
         if starting:
-            work.qd_last[i] = qd[i]
-        QDD[2, i] = (qd[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
+            work.qd_last[i] = qdm[i]
+        QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e[0, k] = ref[0, k] - q[i]
@@ -798,7 +810,7 @@ def _limit(raw, previous, limits, step, tau, saturation):
 
 
 @njit(cache=True)
-def _law(model, work, f_body, q, qd, ref, step, state_dt):
+def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     """One tick's law in one compiled call; returns False if it was not finite.
 
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
@@ -809,7 +821,7 @@ def _law(model, work, f_body, q, qd, ref, step, state_dt):
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
-    closing = _assemble(model, work, q, qd, ref, state_dt)
+    closing = _assemble(model, work, q, qd, ref, state_dt, qm, qdm)
     theta, armature = work.theta, work.armature
     armature[:] = model.armature
     for k in range(model.index.shape[0]):
@@ -833,7 +845,7 @@ def _law(model, work, f_body, q, qd, ref, step, state_dt):
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qd, closing)
+    _estimate(model, work, qdm, closing)
     _integrate(model, work, ref)
     return True
 

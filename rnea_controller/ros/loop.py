@@ -121,7 +121,8 @@ class ControlLoop:
             self.intake.swap_in()
         ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
         t, ref = self.seconds(ref_ns), self._ref
-        tau = self.controller.command(cfg, q, qd, ref, wrench, self._state_dt(cfg, state))
+        tau = self.controller.command(cfg, q, qd, ref, wrench, self._state_dt(cfg, state),
+                                      (state.q, state.qd))
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
                              self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
