@@ -24,12 +24,14 @@ The model is never the arm (issue 29), opt-in (`estimation.forgetting_time` > 0,
 `integral_gain` > 0; off by default, docs/controller.md says why): per controlled joint the
 law estimates online what the arm shows beyond its model, state in `LawWork`, updated by
 `_estimate` after each tick's limits (one compiled call):
-- r = mean tau_applied - RNEA(q, qd, qdd_m)_i over a window of WINDOW ticks: qdd_m the change
-  of qd over the window over its duration in ticks, tau_applied the commands of its ticks
-  (with the robot's g(q) if it compensates gravity); the model's own armature and the told
-  friction are in the model, so r is what the model misses. The window spreads a tick's
-  pairing and timing errors (per tick, a one-tick error in the pairing made the estimate's
-  loop run away on a wrong-link arm, and the real node's demo failed);
+- r = mean tau_applied - RNEA(q_m, qd_m, qdd_m)_i over a window of WINDOW new states: q_m,
+  qd_m the state as measured (not as predicted to where the command acts), qdd_m the change
+  of qd_m over the window over its duration by the states' stamps (`command`'s state_dt: the
+  node's states are not in lockstep with its ticks; a repeated state is not counted),
+  tau_applied the mean of the commands of its ticks (with the robot's g(q) if it compensates
+  gravity); the model's own armature and the told friction are in the model, so r is what
+  the model misses. The window spreads pairing and timing errors (per tick, a one-tick error
+  in the pairing made the estimate's loop run away on a wrong-link arm);
 - r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
   `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
   (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
@@ -48,8 +50,10 @@ law estimates online what the arm shows beyond its model, state in `LawWork`, up
   untold geared joint regains its stiffness, and only as far as the arm's measured response
   shows), b^ the friction feedforward b^·qd_d, d^ the command;
 - an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
-  than INTEGRAL_GATE and its command not limited: += dt·Ki·(M_ii(q0) + a^)·e, clamped to
-  ±integral_clamp × the effort limit.
+  than INTEGRAL_GATE, its command not limited and, with the estimate on, a^ measured (its
+  scaled variance at most SETTLED; before, on an untold geared joint, the integral through
+  M_ii alone is unstable when (M_ii + a^) Kp Kd < J Ki): += dt·Ki·(M_ii(q0) + a^)·e,
+  clamped to ±integral_clamp × the effort limit.
 `reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and
 restarts the estimator's window (a gravity hold is not the law's command).
 
@@ -457,7 +461,7 @@ GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per ti
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
-SETTLED = 0.1 * GAIN  # the integral waits until a^'s scaled variance is at most this
+SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
 FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
 
 
