@@ -10,7 +10,10 @@ node runs), told the URDF only: with its defaults, and with the online estimate 
 integral at rest switched on (ESTIMATING, opt-in: docs/controller.md says why). The
 reference: tau = g(q) + Kp e + Kd ed, g by MuJoCo on the URDF (`Plant.gravity`), Kp = 400 m_i,
 Kd = 40 m_i, m_i = 1 / (M^-1)_ii of the TRUE arm at the start pose (MuJoCo's `mj_fullM` on the
-plant, armature included). `pytest -s` prints the table.
+plant, armature included). Estimating, also with the states as the node gets them: not in
+lockstep with the ticks (`lockstep`'s arrivals: a new state every one or two ticks, ±0.2 ms of
+stamp jitter; the law gets each new state's time step, 0 for a repeat). `pytest -s` prints the
+table.
 """
 import math
 
