@@ -3,8 +3,14 @@ closed loop shared by the in-process tests of test_geared and test_robustness.""
 import numpy as np
 
 
-def lockstep(plant, command, reference, steps, delay=0, lead=0.0, log=None):
+def lockstep(plant, command, reference, steps, delay=0, lead=0.0, log=None, arrivals=None):
     """Run `command(q, qd, ref) -> tau` on `plant` (a sim.plant.Plant) for `steps` steps.
+
+    arrivals: None (a state every step), or a numpy Generator: the states then come as they do
+    to the node, not in lockstep with its ticks: a new state (the plant's, stamped with a
+    jitter of up to ±0.2 ms) after one or two steps at random, the last one repeated between,
+    and `command(q, qd, ref, state_dt)` gets state_dt [s]: the time between the stamps of the
+    new state and the previous one, 0 for a repeat (`Controller.command`).
 
     At step k (t = k dt) the command is computed from the state then and the reference sampled
     at t + lead [s]; it acts `delay` steps later (the first command meanwhile). Returns
@@ -14,10 +20,20 @@ def lockstep(plant, command, reference, steps, delay=0, lead=0.0, log=None):
     """
     dt = plant.model.opt.timestep
     errors, fastest, pending = np.full((steps, plant.n), np.nan), np.zeros(plant.n), []
+    held, stamp, q, qd = 0, None, None, None
     for k in range(steps):
         t = k * dt
-        q, qd = plant.q, plant.qd
-        tau = np.array(command(q, qd, reference.sample(t + lead)), dtype=float)
+        if arrivals is None:
+            q, qd = plant.q, plant.qd
+            tau = np.array(command(q, qd, reference.sample(t + lead)), dtype=float)
+        else:
+            state_dt = 0.0
+            if q is None or held >= 2 or arrivals.random() < 0.5:
+                new_stamp = t + arrivals.uniform(-2e-4, 2e-4)
+                state_dt = dt if stamp is None else new_stamp - stamp
+                q, qd, stamp, held = plant.q, plant.qd, new_stamp, 0
+            held += 1
+            tau = np.array(command(q, qd, reference.sample(t + lead), state_dt), dtype=float)
         pending = pending + [tau] if pending else [tau] * (delay + 1)
         applied = plant.step(pending.pop(0))
         if log is not None:

@@ -24,12 +24,14 @@ The model is never the arm (issue 29), opt-in (`estimation.forgetting_time` > 0,
 `integral_gain` > 0; off by default, docs/controller.md says why): per controlled joint the
 law estimates online what the arm shows beyond its model, state in `LawWork`, updated by
 `_estimate` after each tick's limits (one compiled call):
-- r = mean tau_applied - RNEA(q, qd, qdd_m)_i over a window of WINDOW ticks: qdd_m the change
-  of qd over the window over its duration in ticks, tau_applied the commands of its ticks
-  (with the robot's g(q) if it compensates gravity); the model's own armature and the told
-  friction are in the model, so r is what the model misses. The window spreads a tick's
-  pairing and timing errors (per tick, a one-tick error in the pairing made the estimate's
-  loop run away on a wrong-link arm, and the real node's demo failed);
+- r = mean tau_applied - RNEA(q_m, qd_m, qdd_m)_i over a window of WINDOW new states: q_m,
+  qd_m the state as measured (not as predicted to where the command acts), qdd_m the change
+  of qd_m over the window over its duration by the states' stamps (`command`'s state_dt: the
+  node's states are not in lockstep with its ticks; a repeated state is not counted),
+  tau_applied the mean of the commands of its ticks (with the robot's g(q) if it compensates
+  gravity); the model's own armature and the told friction are in the model, so r is what
+  the model misses. The window spreads pairing and timing errors (per tick, a one-tick error
+  in the pairing made the estimate's loop run away on a wrong-link arm);
 - r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
   `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
   (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
@@ -48,8 +50,10 @@ law estimates online what the arm shows beyond its model, state in `LawWork`, up
   untold geared joint regains its stiffness, and only as far as the arm's measured response
   shows), b^ the friction feedforward b^·qd_d, d^ the command;
 - an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
-  than INTEGRAL_GATE and its command not limited: += dt·Ki·(M_ii(q0) + a^)·e, clamped to
-  ±integral_clamp × the effort limit.
+  than INTEGRAL_GATE, its command not limited and, with the estimate on, a^ measured (its
+  scaled variance at most SETTLED; before, on an untold geared joint, the integral through
+  M_ii alone is unstable when (M_ii + a^) Kp Kd < J Ki): += dt·Ki·(M_ii(q0) + a^)·e,
+  clamped to ±integral_clamp × the effort limit.
 `reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and
 restarts the estimator's window (a gravity hold is not the law's command).
 
@@ -152,9 +156,11 @@ class LawWork(structref.StructRefProxy):
     e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
     `previous`; per-joint `saturation` counts; the law's state: `armature` (n,) the model's
     plus the estimated one, `theta` (3, m) the estimates a [kg·m²], b [N·m·s/rad], d [N·m],
-    `P` (m, 3, 3) their covariances, `applied` (2, m) the last two commands with the
-    robot's g(q), `qd_last` (n,) the last new velocity, `count` [ticks since qd_last, commands
-    in `applied`], `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads
+    `P` (m, 3, 3) their covariances, `applied` (2, m): row 0 the sum of the window's commands
+    with the robot's g(q), `qd_last` (n,) the velocity of the window's first state, `count`
+    [commands in `applied`, state intervals in the window, 1 once the window has its first
+    state], `elapsed` [s] the window's duration (the sum of its states' intervals),
+    `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads
     those (`Controller`), compiled code writes them."""
 
 
@@ -164,7 +170,7 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
-                   'integral')
+                   'elapsed', 'integral')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -455,6 +461,7 @@ GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per ti
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
+SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
 FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
 
 
@@ -540,7 +547,7 @@ def law_is_finite(cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray,
     uncompiled evaluation, used to accept a parameter change at the current state)."""
     work, _ = _workspace(cfg.model.n, len(cfg.joints))
     return bool(_law(cfg.law_model, work, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref,
-                     0.0))
+                     q, qd, 0.0, -1.0))
 
 
 def _workspace(n, m):
@@ -549,7 +556,7 @@ def _workspace(n, m):
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
                   theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
-                  qd_last=(n,), count=(1,), integral=joints)
+                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints)
     integers = ('saturation', 'count')
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
@@ -592,11 +599,13 @@ class Controller:
         ref = np.vstack((q[cfg.index] + 0.01, qd[cfg.index], np.full(m, 0.5)))
         w, (Q, QD, QDD, T) = self.work, self._rows
         for attempt in range(2):
-            _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, 0.0)
+            _law(cfg.law_model, w, rnea_kernel.model_zero_forces(cfg.model), q, qd, ref, q,
+                 qd, 0.0, -1.0)
             if np.allclose(T[:2], rnea(cfg.model, Q[:2], QD[:2], QDD[:2])) or attempt:
                 break
             _law.recompile()
-        _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, 0.0)  # with a wrench
+        _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, q, qd, 0.0,
+             -1.0)  # with a wrench
         self.gravity_hold(cfg, q)
         self.reset()
         self.saturation[:] = 0
@@ -618,7 +627,7 @@ class Controller:
         """Forget the integral term and restart the estimator's window (kept: the estimates,
         properties of the arm). A command that is not the law's (`gravity_hold`) calls it."""
         self.integral[:] = 0.0
-        self._count[0] = 0  # the estimator's window restarts at the next law tick
+        self._count[:] = 0  # the estimator's window restarts at the next new state
         self.work_applied[:] = 0.0
 
     def _step(self, cfg, rate_limited=True):
@@ -626,12 +635,18 @@ class Controller:
         return cfg.torque_rate_limit * cfg.period if rate_limited and self._has_previous else 0.0
 
     def command(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray, ref: np.ndarray,
-                f_ext: dict | None = None) -> np.ndarray:
+                f_ext: dict | None = None, state_dt: float = -1.0,
+                measured: tuple | None = None) -> np.ndarray:
         """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size) and ref (3, m).
 
         ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`). One
         compiled call (`_law`): assemble the rows, RNEA on them, friction, gravity offset,
-        limits; f_ext: {link: wrench [N, N·m] in the link frame} or None.
+        limits; f_ext: {link: wrench [N, N·m] in the link frame} or None. state_dt [s]: for
+        the online estimate, the time from the previous new state to this tick's state if it
+        is new, 0 if it is not (a repeat: the estimator waits for a new one); negative (the
+        default): every call a new state one period after the last (lockstep simulation).
+        measured: (q, qd) of the state as it came, for the estimate, when q and qd are
+        predicted to where the command acts (latency compensation); None: q and qd.
         """
         n = cfg.model.n
         if q.shape != (n,) or qd.shape != (n,) or ref.shape != (3, len(cfg.index)):
@@ -641,21 +656,28 @@ class Controller:
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
             f_body[GRAVITY] = 0.0  # g(q) is gravity alone
-        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref), self._step(cfg))
+        qm, qdm = (q, qd) if measured is None else measured
+        if qm.shape != (n,) or qdm.shape != (n,):
+            raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
+                                 f'fit {n} joints')
+        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
+                           self._step(cfg),
+                           float(state_dt))
         return self._checked(cfg, finite, q)
 
-    def _law(self, args, step):
-        """_law(*args, step). numba's dispatcher types its arguments at every call (~5 µs of a
-        tick here, the two records through Python). A tick passes the very same objects each
-        time: once the same objects came twice in a row, the overload the dispatcher chose for
-        them is called directly while they keep coming (step is always a float)."""
+    def _law(self, args, step, state_dt):
+        """_law(*args, step, state_dt). numba's dispatcher types its arguments at every call
+        (~5 µs of a tick here, the two records through Python). A tick passes the very same
+        objects each time: once the same objects came twice in a row, the overload the
+        dispatcher chose for them is called directly while they keep coming (step and state_dt
+        are always floats)."""
         entry = self._entry
         if entry is not None and _same_objects(args, entry[1]):
-            return entry[0](*args, step)
-        finite = _law(*args, step)
+            return entry[0](*args, step, state_dt)
+        finite = _law(*args, step, state_dt)
         if self._seen is not None and _same_objects(args, self._seen):
             try:
-                signature = tuple(typeof(a) for a in (*args, step))
+                signature = tuple(typeof(a) for a in (*args, step, state_dt))
                 self._entry = (_law.overloads[signature].entry_point, args)
             except (AttributeError, KeyError):  # another numba: the dispatcher every time
                 self._entry = None
@@ -724,27 +746,43 @@ class Controller:
 def _same_objects(args, last):
     """The law's arguments are the objects of `last` (the workspace never changes)."""
     return (args[0] is last[0] and args[2] is last[2] and args[3] is last[3]
-            and args[4] is last[4] and args[5] is last[5])
+            and args[4] is last[4] and args[5] is last[5] and args[6] is last[6]
+            and args[7] is last[7])
 
 
 @njit(cache=True)
-def _assemble(model, work, q, qd, ref):
+def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
     """The RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
 
-    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (q, qd, qdd_m),
-    qdd_m the measured acceleration over the estimator's window (the change of qd since its
-    start over its WINDOW ticks); row 3: (q, 0, 0). Joints not controlled enter rows 0 and 1 at
-    their measured q, qd and qdd = 0. Returns True if the window closes this tick.
+    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (qm, qdm, qdd_m),
+    the state as measured (q, qd may be predicted to where the command acts), qdd_m the
+    measured acceleration over the estimator's window: the change of qdm from its
+    first state to its last over their time apart (WINDOW intervals between new states, each
+    `state_dt` [s]; `state_dt` 0: this tick's state is not new and the window waits; < 0:
+    every tick a new state one period after the last, lockstep); row 3: (q, 0, 0). Joints not
+    controlled enter rows 0 and 1 at their measured q, qd and qdd = 0. Returns True if the
+    window closes this tick.
     """
     Q, QD, QDD, e, count = work.Q, work.QD, work.QDD, work.e, work.count
-    closing = count[0] >= WINDOW
+    new = state_dt != 0.0
+    starting = new and count[2] == 0
+    if new and not starting:
+        count[1] += 1
+        work.elapsed[0] += model.dt if state_dt < 0.0 else state_dt
+    closing = new and count[1] >= WINDOW and work.elapsed[0] > 0.0
+    if starting:
+        count[0] = count[1] = 0  # a window starts at this state
+        count[2] = 1
+        work.elapsed[0] = 0.0
+        work.applied[0, :] = 0.0
     for i in range(q.shape[0]):
         Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
-        QD[0, i] = QD[1, i] = QD[2, i] = qd[i]
+        QD[0, i] = QD[1, i] = qd[i]
+        Q[2, i], QD[2, i] = qm[i], qdm[i]
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
-        if count[0] == 0:
-            work.qd_last[i] = qd[i]  # a window starts
-        QDD[2, i] = (qd[i] - work.qd_last[i]) / (count[0] * model.dt) if closing else 0.0
+        if starting:
+            work.qd_last[i] = qdm[i]
+        QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e[0, k] = ref[0, k] - q[i]
@@ -776,7 +814,7 @@ def _limit(raw, previous, limits, step, tau, saturation):
 
 
 @njit(cache=True)
-def _law(model, work, f_body, q, qd, ref, step):
+def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     """One tick's law in one compiled call; returns False if it was not finite.
 
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
@@ -787,7 +825,7 @@ def _law(model, work, f_body, q, qd, ref, step):
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
-    closing = _assemble(model, work, q, qd, ref)
+    closing = _assemble(model, work, q, qd, ref, state_dt, qm, qdm)
     theta, armature = work.theta, work.armature
     armature[:] = model.armature
     for k in range(model.index.shape[0]):
@@ -811,7 +849,7 @@ def _law(model, work, f_body, q, qd, ref, step):
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qd, closing)
+    _estimate(model, work, qdm, closing)
     _integrate(model, work, ref)
     return True
 
@@ -830,15 +868,18 @@ def _estimate(model, work, qd, closing):
     lam, scales = model.forget, model.scales
     phi, Pphi, x = np.empty(ESTIMATED), np.empty(ESTIMATED), np.empty(ESTIMATED)
     if closing:
-        if lam < 1.0:
-            growth_factor = 1.0 + count[0] * model.dt / ARMATURE_GROWTH
+        if lam < 1.0 and count[0] > 0:
+            growth_factor = 1.0 + work.elapsed[0] / ARMATURE_GROWTH
             for k in range(model.index.shape[0]):
                 _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
             work.qd_last[i] = qd[i]
-        count[0] = 0
+        count[0] = count[1] = 0
+        work.elapsed[0] = 0.0
+    if count[2] == 0:
+        return  # no state yet to start a window at
     for k in range(model.index.shape[0]):
         applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
     count[0] += 1
@@ -882,12 +923,15 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
 @njit(cache=True)
 def _integrate(model, work, ref):
     """While a joint's reference is at rest (qd_d = qdd_d = 0), it is slower than
-    INTEGRAL_GATE and its command not limited: integral += dt·Ki·(M_ii(q0) + a^)·e, clamped
-    to ±i_clamp."""
+    INTEGRAL_GATE, its command not limited and, with the online estimate on, its inertia
+    measured (a^'s scaled variance P_aa at most SETTLED: a^ has seen accelerations since the
+    estimate started; before, an untold geared joint's integral, acting through M_ii alone,
+    is unstable): integral += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±i_clamp."""
     for k in range(model.index.shape[0]):
         e, ed = work.e[0, k], work.e[1, k]
         if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and abs(ed) < INTEGRAL_GATE
-                and work.tau[k] == work.raw[k]):
+                and work.tau[k] == work.raw[k]
+                and (model.forget == 1.0 or work.P[k, 0, 0] <= SETTLED)):
             value = (work.integral[k]
                      + model.dt * model.ki * (model.inertia[k] + work.theta[0, k]) * e)
             work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])

@@ -172,18 +172,20 @@ TABLE = (
     Spec('estimation.forgetting_time', 'double', 0.0, 's', "time constant of the online "
          "estimate of each joint's missing rotor inertia a, viscous friction b and torque "
          'bias d (recursive least squares on the residual of the model at the measured '
-         'acceleration over 10-tick windows, docs/controller.md); a enters M_ii (the feedback '
-         'acts through it), b the friction feedforward, d the command; 0: off (default: see '
-         'docs/controller.md for what it gains in process and costs in the node; 1.0 is the '
-         'measured setting)', low=0.0, high=100.0),
+         'acceleration over windows of 10 new joint states timed by their stamps, '
+         'docs/controller.md); a enters M_ii (the feedback acts through it), b the friction '
+         'feedforward, d the command; 0: off (default: see docs/controller.md for what it '
+         'gains in process and costs in the node; 1.0 is the measured setting)',
+         low=0.0, high=100.0),
     Spec('estimation.max_armature', 'double', 1.0, 'kg·m^2', 'largest rotor inertia the '
          'estimate may add to a joint (viscous friction: at most 0.25 × effort limit / '
          'velocity limit; bias: integral_clamp)', low=0.0, high=100.0),
     Spec('integral_gain', 'double', 0.0, '1/s^3', "Ki of the integral term, run while a "
          "joint's reference is at rest (holds, a trajectory's end) and the joint slower than "
-         '0.02 rad/s: tau_i += dt·Ki·(M_ii(q0) + a)·e, clamped by integral_clamp; frozen while '
-         'the joint saturates; cleared on activation, stale states and every gravity hold; 0: '
-         'off (default; 4000 is the measured setting, unsafe on an untold geared arm)',
+         '0.02 rad/s and, with the estimate on, its inertia measured (a has seen '
+         'accelerations): tau_i += dt·Ki·(M_ii(q0) + a)·e, clamped by integral_clamp; frozen '
+         'while the joint saturates; cleared on activation, stale states and every gravity '
+         'hold; 0: off (default; 4000 is the measured setting)',
          low=0.0, high=1e6),
     Spec('integral_clamp', 'double', 0.2, 'share', 'largest integral torque and estimated '
          "bias, each as a share of the joint's effort limit (ros2_control PID i_clamp)",

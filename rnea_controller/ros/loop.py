@@ -64,6 +64,7 @@ class ControlLoop:
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
+        self._last_state = (None, 0)  # (arrival [s], stamp [ns]) of the last state the law saw
         self._period_ns = round(cfg.period * 1e9)
         self._diagnostics_due = time.perf_counter() + 1.0
         self.diagnostics_time = 0.0  # [s] the last /diagnostics publish
@@ -120,13 +121,30 @@ class ControlLoop:
             self.intake.swap_in()
         ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
         t, ref = self.seconds(ref_ns), self._ref
-        tau = self.controller.command(cfg, q, qd, ref, wrench)
+        tau = self.controller.command(cfg, q, qd, ref, wrench, self._state_dt(cfg, state),
+                                      (state.q, state.qd))
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
                              self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
         self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
+
+    def _state_dt(self, cfg, state):
+        """The law's online estimate takes new states only, at their real time step [s]:
+        0 if this tick's state is the one of the last law tick (states are not in lockstep
+        with the ticks), else the time from that state's stamp to this one's (the arrivals'
+        if the stamps do not advance within `state_timeout`; a period if neither does)."""
+        arrival, stamp_ns = state.time, self.timing.stamp_ns
+        last_arrival, last_stamp_ns = self._last_state
+        if arrival == last_arrival:
+            return 0.0
+        self._last_state = (arrival, stamp_ns)
+        for dt in ((stamp_ns - last_stamp_ns) * 1e-9,
+                   arrival - (last_arrival if last_arrival is not None else arrival)):
+            if 0.0 < dt <= cfg.state_timeout:
+                return dt
+        return cfg.period
 
     def _hold_still(self, cfg, state, tau, now_ns):
         """A command of no trajectory (braking, stale gravity hold): the reference published
