@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from rnea_controller.analysis.identify import flatten  # noqa: F401 - the tests' reader of a parameters YAML
 from rnea_controller.tools.programs import find_program, ProgramNotFoundError
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
@@ -104,12 +105,3 @@ def wait_for(predicate, timeout, period=0.01, spin=None):
             return True
         time.sleep(period)
     return predicate()
-
-
-def flatten(tree, prefix=''):
-    """A ROS parameters YAML's nested dict as (dotted name, value) pairs, as ROS reads it."""
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            yield from flatten(value, f'{prefix}{key}.')
-        else:
-            yield f'{prefix}{key}', value

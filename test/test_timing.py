@@ -246,8 +246,12 @@ def test_positions_only_stream_goes_active_estimates_velocities_and_tracks(proce
     goal = start + np.array([0.2, -0.15, 0.1, 0.0, 0.0, 0.0])
     meter = starvation.CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
     probe.send(probe.references[-1].name, start, goal, 2.0)
-    assert wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0), (
-        processes.output(controller)[-3000:])
+    # a starved controller (a run at load 4 beside two busy processes) lets the arm run away
+    # under its last command; positions-only states faster than the limits allow are then
+    # refused as jumps, and the trajectory is dropped: the known gap of issue 29
+    kept = wait_for(lambda: np.allclose(probe.references[-1].position, goal, atol=1e-9), 20.0)
+    starvation.check(kept, 'the reference did not reach the goal: '
+                     + processes.output(controller)[-3000:], meter)
     reached = wait_for(lambda: np.allclose(probe.states[-1].position, goal, atol=2e-3), 20.0)
     (processes.tmp_path / 'logs.txt').write_text(processes.output(controller) + '\n' +
                                                   processes.output(sim))

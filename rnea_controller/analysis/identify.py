@@ -542,14 +542,15 @@ def parameters_from_file(path):
     values = {}
     for node in tree.values():
         if isinstance(node, dict) and isinstance(node.get('ros__parameters'), dict):
-            values.update(dict(_flatten(node['ros__parameters'])))
+            values.update(dict(flatten(node['ros__parameters'])))
     return values
 
 
-def _flatten(tree, prefix=''):
+def flatten(tree, prefix=''):
+    """A ROS parameters YAML's nested dict as (dotted name, value) pairs, as ROS reads it."""
     for key, value in tree.items():
         if isinstance(value, dict):
-            yield from _flatten(value, f'{prefix}{key}.')
+            yield from flatten(value, f'{prefix}{key}.')
         else:
             yield f'{prefix}{key}', value
 
