@@ -132,6 +132,9 @@ def fed(tmp_path_factory):
         feeder.set(JOINTS, Q0, np.zeros(6))
         client = Client()
         assert client.action.wait_for_server(timeout_sec=90.0), procs.output(proc)
+        # the server is up at configure, goals are taken once active (a CI run's node took
+        # 19 s to activate and rejected the first test's goal as 'controller is inactive')
+        assert wait_for(lambda: 'first command' in procs.output(proc), 90.0), procs.output(proc)
         yield client, procs, proc
     finally:
         if client is not None:

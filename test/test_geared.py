@@ -191,8 +191,7 @@ def demo(tmp_path, name, *options, duration=5.0, attempts=3, usable=None):
         report = json.loads((output / 'report.json').read_text())
         why = usable(report)
         if why is None:
-            joints = report['tracking']['joints'].values()
-            return math.sqrt(np.mean([j['rms'] ** 2 for j in joints])), output
+            return tracking_rms(report), output
     pytest.fail(f'{name}: none of {attempts} runs was usable (last: {why})')
 
 
@@ -215,10 +214,19 @@ def predicts_held_out_torques(report):
     return None if not bad else f'held-out torque RMS {bad}'
 
 
+def tracking_rms(report):
+    """The RMS tracking error [rad] over the joints of a demo run's report."""
+    return math.sqrt(np.mean([j['rms'] ** 2 for j in report['tracking']['joints'].values()]))
+
+
+def final_of(report):
+    """The largest final error [rad] over the joints of a demo run's report."""
+    return max(abs(j['final']) for j in report['tracking']['joints'].values())
+
+
 def final_error(output):
     """The largest final error [rad] over joints of a demo run (its report.json)."""
-    joints = json.loads((output / 'report.json').read_text())['tracking']['joints']
-    return max(abs(j['final']) for j in joints.values())
+    return final_of(json.loads((output / 'report.json').read_text()))
 
 
 def parameters_file(path, values):
@@ -258,9 +266,26 @@ def test_the_round_trip_with_the_real_programs(tmp_path):
     _, excited = demo(tmp_path, 'excite', '--geared', '--link-errors', seed, '--excite',
                       '--param', 'feedback_inertia_floor:=0.1', duration=14.5,
                       usable=predicts_held_out_torques)
+    exact_final = final_error(exact_run)
+
+    def tracks_as_exact(report):
+        # the goal's 1e-3 rad, or 3x what the exact model left in the same test on this host (a
+        # loaded run ended 1.26e-3 from the goal; the URDF's links leave 7.8e-3)
+        rms, final = tracking_rms(report), final_of(report)
+        if (why := no_stall(report)) is not None:
+            return why
+        if rms > 3.0 * exact or final > max(1e-3, 3.0 * exact_final):
+            return f'RMS {rms:.3g} rad, final {final:.2g} (exact {exact:.3g}, {exact_final:.2g})'
+        return None
+
+    # a run is recorded again when it does not track as the exact one (at most 3 times), as a
+    # user re-records a run that rnea-validate fails: a CI run on a busy host once tracked at
+    # 1.8e-2 (final 4.6e-4) with a right file (held-out 0.02-0.12 %) and no gap over 100 ms; a
+    # wrong file (the URDF's links, 26x) fails every time
     identified, report = demo(tmp_path, 'identified', '--geared', '--link-errors', seed,
-                              '--params-file', str(excited / 'identified_parameters.yaml'))
-    final, exact_final = final_error(report), final_error(exact_run)
+                              '--params-file', str(excited / 'identified_parameters.yaml'),
+                              usable=tracks_as_exact)
+    final = final_error(report)
     fit = json.loads((excited / 'report.json').read_text())['identification']
     held = {j: round(100 * h['identified'], 3) for j, h in fit['holdout']['joints'].items()}
     print(f'exact {exact:.3g} (final {exact_final:.2g}), identified {identified:.3g} rad '
@@ -268,8 +293,6 @@ def test_the_round_trip_with_the_real_programs(tmp_path):
           f"condition number {fit['condition_number']:.3g}, held-out relative RMS [%] {held}")
     assert_predicts_held_out_torques(fit)
     assert identified <= 3.0 * exact, (identified, exact)
-    # the goal's 1e-3 rad, or 3x what the exact model left in the same test on this host (a
-    # loaded run ended 1.26e-3 from the goal; the URDF's links leave 7.8e-3)
     assert final <= max(1e-3, 3.0 * exact_final), (final, exact_final)
 
 
