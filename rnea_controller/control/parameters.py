@@ -190,6 +190,21 @@ TABLE = (
     Spec('integral_clamp', 'double', 0.2, 'share', 'largest integral torque and estimated '
          "bias, each as a share of the joint's effort limit (ros2_control PID i_clamp)",
          low=0.0, high=1.0),
+    # contact (the world pushes back): docs/controller.md, control/contact.py
+    Spec('contact.detection', 'bool', True, '', 'watch the external torque of each controlled '
+         "joint (De Luca's momentum observer on the model): beyond its threshold the trajectory "
+         'is dropped (an action goal aborted), ERROR names the joint and the torque, and the '
+         'measured position is held (mode holding: contact) until a new trajectory'),
+    Spec('contact.threshold_share', 'double', 0.2, 'share', 'default contact threshold of '
+         "each joint as a share of its effort limit (above what a wrong model shows: "
+         "docs/controller.md); plus, always, the URDF <dynamics> friction the law does not "
+         'feed forward: (damping - viscous) |qd| + (friction - coulomb)', low=0.0, high=10.0,
+         low_exclusive=True),
+    Spec('contact.<joint>.threshold', 'double', None, 'N·m', "the joint's contact threshold "
+         "on |tau_ext| (plus the URDF friction's allowance); unset: contact.threshold_share × "
+         'its effort limit', low=0.0, high=1e5, low_exclusive=True),
+    Spec('contact.bandwidth', 'double', 50.0, '1/s', "the observer's gain K_O: its estimate "
+         'follows tau_ext with this bandwidth (time constant 1 / K_O)', low=1.0, high=1000.0),
     Spec('payload.link', 'string', '', '', 'link carrying a known payload; empty: none'),
     Spec('payload.mass', 'double', 0.0, 'kg', 'payload mass', low=0.0, high=1000.0),
     Spec('payload.com', 'double_array', [0.0, 0.0, 0.0], 'm', 'payload centre of mass in the '
@@ -437,7 +452,7 @@ def render_yaml(example_joint: str = 'shoulder_pan_joint') -> str:
 def _example(spec):
     return {'joints': ['shoulder_pan_joint', 'elbow_joint'], 'gains.<joint>.p': 400.0,
             'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0,
-            'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0,
+            'friction.<joint>.viscous': 0.0, 'contact.<joint>.threshold': 20.0, 'friction.<joint>.coulomb': 0.0,
             'links.<link>.mass': 2.275, 'links.<link>.com': [0.0, 0.0, 0.25],
             'links.<link>.inertia': [0.0312, 0.0, 0.0, 0.0312, 0.0, 0.004]}[spec.name]
 

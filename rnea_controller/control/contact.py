@@ -1,0 +1,160 @@
+"""Contact detection: the world pushes back (a collision reflex, as Franka's), ROS-free.
+
+The external torque tau_ext on each controlled joint is estimated by the generalized-momentum
+observer of De Luca & Mattone (2003, 2005),
+
+    r = K_O (p(t) - p(0) - ∫ (tau + Cᵀ(q, qd) qd - g(q) + r) dt),    p = M(q) qd,
+
+whose output obeys ṙ = K_O (tau_ext - r): a first-order low-pass of tau_ext with bandwidth K_O
+[1/s] (`contact.bandwidth`), no acceleration needed. In discrete time, with ṗ = tau + tau_ext
++ Cᵀqd - g and Ṁ qd taken over the same interval as Δp, the integral's increment between two
+states k-1 and k is
+
+    Δp - Ṁ qd Δt = M Δqd = (tau + tau_ext - n(q, qd)) Δt,     n = C qd + g,
+
+so that the observer is, exactly in that discretisation, r += (1 - exp(-K_O Δt)) (tau_ext_k -
+r) with tau_ext_k = RNEA(q, qd, Δqd / Δt) - tau: ONE RNEA row of our own model per new state
+(Δqd / Δt only enters through M Δqd, the momentum's change: velocity noise is not
+differentiated, it is the change of p). q and qd are the new state's (qd the mean of the two
+states'), Δt the time between their stamps, tau the mean of the commands published between
+them (the torque that acted; with `robot_compensates_gravity` plus the arm's own g(q)).
+What the model knows beyond RNEA is part of n: the told friction b qd + c tanh(qd / w) and,
+with the online estimate on (control/law.py), a^ qdd + b^ qd + d^: the residual is what the
+model, as far as it is known, does not explain.
+
+Detection: a controlled joint whose |r| exceeds its threshold (`contact.<joint>.threshold`,
+default `contact.threshold_share` × its effort limit) plus what the URDF's `<dynamics damping
+friction>` would explain and the law does not feed forward (b_urdf - b_told)⁺ |qd| + (c_urdf -
+c_told)⁺: such tags are often placeholders (so the law leaves them out by default, issue 29),
+but where they are true the arm shows them, and a model error is not a contact. `update`
+returns the joint (the largest share of its threshold). The loop's modes (control/modes.py)
+then drop the trajectory and hold.
+"""
+import math
+
+from numba import njit
+import numpy as np
+
+from rnea_controller.dynamics import rnea_kernel
+from rnea_controller.dynamics.rnea import body_forces
+
+
+class ContactObserver:
+    """Momentum observer of the controlled joints (module doc).
+
+    cfg: the ControllerConfig in force (model, index, friction, effort limits, values). Read:
+    `residual` (m,) [N·m] the estimate of tau_ext, `thresholds` (m,) [N·m] at rest,
+    `threshold` (m,) [N·m] those of the last state (with the URDF friction's allowance),
+    `peak` (m,) the largest |residual| since `reset`.
+    """
+
+    def __init__(self, cfg):
+        self.configure(cfg)
+        n, m = cfg.model.n, len(cfg.joints)
+        self.residual, self.peak = np.zeros(m), np.zeros(m)
+        self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
+        self._last = np.zeros((2, n))  # q, qd of the previous state
+        self._applied = np.zeros(m)  # the sum of the commands since the previous state
+        self._count, self._started = 0, False
+        self.reset()
+
+    def configure(self, cfg):
+        """Take a (new) configuration: model, thresholds, bandwidth, friction."""
+        values = cfg.values
+        self.enabled = bool(values['contact.detection'])
+        self.bandwidth = float(values['contact.bandwidth'])
+        share = float(values['contact.threshold_share'])
+        thresholds = share * np.asarray(cfg.effort_limits, dtype=float)
+        for k, joint in enumerate(cfg.joints):
+            value = values.get(f'contact.{joint}.threshold')
+            if value is not None:
+                thresholds[k] = value
+        self.thresholds = thresholds
+        index = cfg.index
+        self._allowance = np.vstack((
+            np.maximum(np.asarray(cfg.model.damping, float)[index] - cfg.viscous, 0.0),
+            np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb, 0.0)))
+        self.threshold = thresholds.copy()
+        self._cfg = cfg
+        self._model = rnea_kernel.model_arrays(cfg.model)
+        self._base = rnea_kernel.model_base_motion(cfg.model)
+        self._forces = np.zeros((1, cfg.model.n, 6))
+
+    def reset(self):
+        """Forget the residual and the previous state (activation, a gap in the states, a
+        command that was not published by the law)."""
+        self.residual[:] = 0.0
+        self.peak[:] = 0.0
+        self._applied[:] = 0.0
+        self._count, self._started = 0, False
+
+    def commanded(self, tau):
+        """A command tau (m,) [N·m] was published: it acts until the next state."""
+        self._applied += tau
+        self._count += 1
+
+    def update(self, q, qd, dt, estimates=None, f_ext=None):
+        """A new state q [rad], qd [rad/s] (model size), dt [s] after the previous one (its
+        stamps): the residual updated; returns the controlled joint's position k (in
+        `cfg.joints`) whose |residual| is the largest share of its threshold beyond it, else
+        -1. estimates: the law's (3, m) a^, b^, d^ (None: off); f_ext: the known wrenches
+        {link: wrench} the law compensates (~/external_wrench), part of the model here."""
+        if not self._started or self._count == 0 or not 0.0 < dt < 1.0:
+            self._last[0], self._last[1] = q, qd
+            self._applied[:] = 0.0
+            self._count, self._started = 0, True
+            return -1
+        cfg = self._cfg
+        tau = self._applied / self._count
+        alpha = 1.0 - math.exp(-self.bandwidth * dt)
+        theta = estimates if estimates is not None else _NO_ESTIMATES
+        forces = self._forces
+        if f_ext:
+            forces = body_forces(cfg.model, f_ext, 2)
+            forces[1] = 0.0  # g(q) is gravity alone
+        worst = _observe(*self._model, *self._base, forces, self._rows, self._last, q, qd,
+                         dt, tau, cfg.index, cfg.viscous, cfg.coulomb, cfg.friction_width,
+                         theta, estimates is not None, cfg.compensates_gravity, alpha,
+                         self.residual, self.peak, self.thresholds, self._allowance,
+                         self.threshold)
+        self._applied[:] = 0.0
+        self._count = 0
+        return worst if self.enabled else -1
+
+
+_NO_ESTIMATES = np.zeros((3, 1))
+
+
+@njit(cache=True)
+def _observe(parents, prismatic, axes, R_tree, p_tree, I, armature, v0, a0, forces, rows, last,
+             q, qd, dt, tau, index, viscous, coulomb, width, theta, estimating, compensate,
+             alpha, residual, peak, thresholds, allowance, threshold):
+    """The observer's step (ContactObserver.update), in place; the worst joint or -1."""
+    Q, QD, QDD, T = rows[0], rows[1], rows[2], rows[3]
+    n = q.shape[0]
+    for i in range(n):
+        Q[0, i] = Q[1, i] = q[i]
+        QD[0, i] = 0.5 * (qd[i] + last[1, i])
+        QDD[0, i] = (qd[i] - last[1, i]) / dt
+        QD[1, i] = QDD[1, i] = 0.0
+    count = 2 if compensate else 1
+    rnea_kernel.rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, armature, Q[:count],
+                           QD[:count], QDD[:count], v0, a0, forces, T[:count])
+    worst, share = -1, 1.0
+    for k in range(index.shape[0]):
+        i = index[k]
+        v = QD[0, i]
+        model = T[0, i] + viscous[k] * v + coulomb[k] * np.tanh(v / width)
+        if estimating:
+            model += theta[0, k] * QDD[0, i] + theta[1, k] * v + theta[2, k]
+        applied = tau[k] + (T[1, i] if compensate else 0.0)
+        external = model - applied
+        if np.isfinite(external):
+            residual[k] += alpha * (external - residual[k])
+        peak[k] = max(peak[k], abs(residual[k]))
+        threshold[k] = thresholds[k] + allowance[0, k] * abs(v) + allowance[1, k]
+        if abs(residual[k]) > share * threshold[k]:
+            worst, share = k, abs(residual[k]) / threshold[k]
+    for i in range(n):
+        last[0, i], last[1, i] = q[i], qd[i]
+    return worst
