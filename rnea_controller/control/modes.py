@@ -61,8 +61,9 @@ REFUSED = 'refused: effort controller joints'
 FINISHED = 'finished'
 
 LAW, BRAKE, GRAVITY, NOTHING = 'law', 'brake', 'gravity', 'nothing'  # what the loop computes
-COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, CONTACT: LAW, STALE_HOLD: GRAVITY,
-           STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING}
+COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOLD: GRAVITY,
+           STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING,
+           CONTACT: LAW}
 
 REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
 REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
@@ -79,8 +80,9 @@ class Modes:
     `index`. `clock()` is the trajectory time now [s] (a new hold starts there); `log(level,
     text)` gets the events; `started()` a note for the first command's line. Read: `mode`,
     `trajectory` (None while dropped), `fault` (the last overspeed, text), `overspeeds`
-    (their count), `contact` (the last contact, text), `contacts` (their count), `dropped` ((trajectory, reason) of the last reference dropped),
-    `deactivate` (the node should deactivate).
+    (their count), `dropped` ((trajectory, reason) of the last reference dropped),
+    `deactivate` (the node should deactivate), `contact` (the last contact, text) and
+    `contacts` (their count).
     """
 
     def __init__(self, joints: Sequence[str], index: Sequence[int],

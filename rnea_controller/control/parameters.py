@@ -196,8 +196,8 @@ TABLE = (
          'is dropped (an action goal aborted), ERROR names the joint and the torque, and the '
          'measured position is held (mode holding: contact) until a new trajectory'),
     Spec('contact.threshold_share', 'double', 0.2, 'share', 'default contact threshold of '
-         "each joint as a share of its effort limit (above what a wrong model shows: "
-         "docs/controller.md); plus, always, the URDF <dynamics> friction the law does not "
+         'each joint as a share of its effort limit (above what a wrong model shows: '
+         'docs/controller.md); plus, always, the URDF <dynamics> friction the law does not '
          'feed forward: (damping - viscous) |qd| + (friction - coulomb)', low=0.0, high=10.0,
          low_exclusive=True),
     Spec('contact.<joint>.threshold', 'double', None, 'N·m', "the joint's contact threshold "
@@ -452,7 +452,8 @@ def render_yaml(example_joint: str = 'shoulder_pan_joint') -> str:
 def _example(spec):
     return {'joints': ['shoulder_pan_joint', 'elbow_joint'], 'gains.<joint>.p': 400.0,
             'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0,
-            'friction.<joint>.viscous': 0.0, 'contact.<joint>.threshold': 20.0, 'friction.<joint>.coulomb': 0.0,
+            'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0,
+            'contact.<joint>.threshold': 20.0,
             'links.<link>.mass': 2.275, 'links.<link>.com': [0.0, 0.0, 0.25],
             'links.<link>.inertia': [0.0312, 0.0, 0.0, 0.0312, 0.0, 0.004]}[spec.name]
 
