@@ -77,7 +77,8 @@ def make_status(node, stamp):
     """The DiagnosticArray of the node's status now: ERROR while braking (the message names
     the joint and its speed) or holding after a contact (the joint and its torque), while
     the joint states come from several publishers (the message names them) or a mismatching
-    effort controller is refused, WARN while stale, waiting, failing or re-basing stamps of another clock."""
+    effort controller is refused, WARN while stale, waiting, failing or re-basing stamps of
+    another clock."""
     values = status_values(node)
     values['joint_states publishers'] = node.sources or 'one'
     timing = node.loop.timing if node.loop else None
