@@ -32,9 +32,10 @@ class Run:
     log: list = field(default_factory=list)
 
 
-def run(plant, cfg, trajectory, steps, delay=1, start=None):
+def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
     """The loop on `plant` (reset to `start` or its state) tracking `trajectory` (a core
-    Trajectory, trajectory time = simulated time) for `steps` steps; returns a Run."""
+    Trajectory, trajectory time = simulated time) for `steps` steps; returns a Run. later:
+    (step, make(t, q_d) -> Trajectory): a new trajectory then, from the desired position."""
     dt = plant.model.opt.timestep
     controller, observer = Controller(cfg), ContactObserver(cfg)
     t_now = [0.0]
@@ -53,6 +54,8 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None):
         command = machine.step(cfg, t, t, q, qd)
         if k == 0:
             machine.trajectory = trajectory  # as the intake swaps a trajectory in
+        if later is not None and k == later[0]:
+            machine.trajectory = later[1](t, machine.trajectory.sample(t)[0])
         if command is modes.LAW:
             worst = observer.update(q, qd, dt)
             if worst >= 0 and machine.touched(cfg, q, cfg.joints[worst],
