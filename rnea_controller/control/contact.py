@@ -30,13 +30,16 @@ but where they are true the arm shows them, and a model error is not a contact. 
 returns the joint (the largest share of its threshold). The loop's modes (control/modes.py)
 then drop the trajectory and hold.
 """
-import math
+from typing import TYPE_CHECKING
 
-from numba import njit
+from numba import njit, typeof
 import numpy as np
 
 from rnea_controller.dynamics import rnea_kernel
 from rnea_controller.dynamics.rnea import body_forces
+
+if TYPE_CHECKING:
+    from rnea_controller.control.law import ControllerConfig
 
 
 class ContactObserver:
@@ -45,42 +48,44 @@ class ContactObserver:
     cfg: the ControllerConfig in force (model, index, friction, effort limits, values). Read:
     `residual` (m,) [N·m] the estimate of tau_ext, `thresholds` (m,) [N·m] at rest,
     `threshold` (m,) [N·m] those of the last state (with the URDF friction's allowance),
-    `peak` (m,) the largest |residual| since `reset`.
+    `peak` (m,) the largest |residual| since `reset`. One compiled call per new state, on the
+    law's own constant record (`cfg.law_model`: model arrays, index, told friction).
     """
 
-    def __init__(self, cfg):
-        self.configure(cfg)
+    def __init__(self, cfg: 'ControllerConfig') -> None:
         n, m = cfg.model.n, len(cfg.joints)
-        self.residual, self.peak = np.zeros(m), np.zeros(m)
+        self._joint = np.zeros((len(ROWS), m))  # per joint: ROWS
+        (self.residual, self.peak, self.thresholds, self.threshold, _, _,
+         self._applied) = self._joint
         self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
         self._last = np.zeros((2, n))  # q, qd of the previous state
-        self._applied = np.zeros(m)  # the sum of the commands since the previous state
         self._count, self._started = 0, False
+        self._entry = self._seen = None
+        self.configure(cfg)
         self.reset()
 
-    def configure(self, cfg):
+    def configure(self, cfg: 'ControllerConfig') -> None:
         """Take a (new) configuration: model, thresholds, bandwidth, friction."""
         values = cfg.values
         self.enabled = bool(values['contact.detection'])
         self.bandwidth = float(values['contact.bandwidth'])
         share = float(values['contact.threshold_share'])
-        thresholds = share * np.asarray(cfg.effort_limits, dtype=float)
+        self.thresholds[:] = share * np.asarray(cfg.effort_limits, dtype=float)
         for k, joint in enumerate(cfg.joints):
             value = values.get(f'contact.{joint}.threshold')
             if value is not None:
-                thresholds[k] = value
-        self.thresholds = thresholds
+                self.thresholds[k] = value
         index = cfg.index
-        self._allowance = np.vstack((
-            np.maximum(np.asarray(cfg.model.damping, float)[index] - cfg.viscous, 0.0),
-            np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb, 0.0)))
-        self.threshold = thresholds.copy()
+        self._joint[4] = np.maximum(np.asarray(cfg.model.damping, float)[index] - cfg.viscous,
+                                    0.0)
+        self._joint[5] = np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb,
+                                    0.0)
+        self.threshold[:] = self.thresholds + self._joint[5]
         self._cfg = cfg
-        self._model = rnea_kernel.model_arrays(cfg.model)
-        self._base = rnea_kernel.model_base_motion(cfg.model)
         self._forces = np.zeros((1, cfg.model.n, 6))
+        self._entry = self._seen = None
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the residual and the previous state (activation, a gap in the states, a
         command that was not published by the law)."""
         self.residual[:] = 0.0
@@ -88,48 +93,62 @@ class ContactObserver:
         self._applied[:] = 0.0
         self._count, self._started = 0, False
 
-    def commanded(self, tau):
+    def commanded(self, tau: np.ndarray) -> None:
         """A command tau (m,) [N·m] was published: it acts until the next state."""
         self._applied += tau
         self._count += 1
 
-    def update(self, q, qd, dt, estimates=None, f_ext=None):
+    def update(self, q: np.ndarray, qd: np.ndarray, dt: float,
+               estimates: np.ndarray | None = None, f_ext: dict | None = None) -> int:
         """A new state q [rad], qd [rad/s] (model size), dt [s] after the previous one (its
         stamps): the residual updated; returns the controlled joint's position k (in
         `cfg.joints`) whose |residual| is the largest share of its threshold beyond it, else
         -1. estimates: the law's (3, m) a^, b^, d^ (None: off); f_ext: the known wrenches
         {link: wrench} the law compensates (~/external_wrench), part of the model here."""
-        if not self._started or self._count == 0 or not 0.0 < dt < 1.0:
+        count = self._count
+        self._count = 0
+        if not self._started or count == 0 or not 0.0 < dt < 1.0:
             self._last[0], self._last[1] = q, qd
             self._applied[:] = 0.0
-            self._count, self._started = 0, True
+            self._started = True
             return -1
-        cfg = self._cfg
-        tau = self._applied / self._count
-        alpha = 1.0 - math.exp(-self.bandwidth * dt)
-        theta = estimates if estimates is not None else _NO_ESTIMATES
         forces = self._forces
         if f_ext:
-            forces = body_forces(cfg.model, f_ext, 2)
+            forces = body_forces(self._cfg.model, f_ext, 2)
             forces[1] = 0.0  # g(q) is gravity alone
-        worst = _observe(*self._model, *self._base, forces, self._rows, self._last, q, qd,
-                         dt, tau, cfg.index, cfg.viscous, cfg.coulomb, cfg.friction_width,
-                         theta, estimates is not None, cfg.compensates_gravity, alpha,
-                         self.residual, self.peak, self.thresholds, self._allowance,
-                         self.threshold)
-        self._applied[:] = 0.0
-        self._count = 0
+        args = (self._cfg.law_model, forces, self._rows, self._last, q, qd, self._joint,
+                _NO_ESTIMATES if estimates is None else estimates, estimates is not None,
+                float(dt), float(count), self.bandwidth)
+        worst = self._call(args)
         return worst if self.enabled else -1
 
+    def _call(self, args):
+        """_observe(*args), through the overload numba chose once the same objects came twice
+        in a row (its dispatcher types every argument at every call: ~1 µs of ~3), as
+        `Controller._law` does."""
+        entry, seen = self._entry, self._seen
+        if entry is not None and all(a is b for a, b in zip(args[:8], entry[1])):
+            return entry[0](*args)
+        worst = _observe(*args)
+        if seen is not None and all(a is b for a, b in zip(args[:8], seen)):
+            try:
+                self._entry = (_observe.overloads[tuple(typeof(a) for a in args)].entry_point,
+                               args[:8])
+            except (AttributeError, KeyError):  # another numba: the dispatcher every time
+                self._entry = None
+        self._seen = args[:8]
+        return worst
 
+
+ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance c',
+        'applied')  # the rows of ContactObserver._joint
 _NO_ESTIMATES = np.zeros((3, 1))
 
 
 @njit(cache=True)
-def _observe(parents, prismatic, axes, R_tree, p_tree, I, armature, v0, a0, forces, rows, last,
-             q, qd, dt, tau, index, viscous, coulomb, width, theta, estimating, compensate,
-             alpha, residual, peak, thresholds, allowance, threshold):
-    """The observer's step (ContactObserver.update), in place; the worst joint or -1."""
+def _observe(model, forces, rows, last, q, qd, joint, theta, estimating, dt, count, bandwidth):
+    """The observer's step (ContactObserver.update), in place; the worst joint or -1. model:
+    the law's LawModel (its model arrays, index, told friction, `compensate`)."""
     Q, QD, QDD, T = rows[0], rows[1], rows[2], rows[3]
     n = q.shape[0]
     for i in range(n):
@@ -137,22 +156,28 @@ def _observe(parents, prismatic, axes, R_tree, p_tree, I, armature, v0, a0, forc
         QD[0, i] = 0.5 * (qd[i] + last[1, i])
         QDD[0, i] = (qd[i] - last[1, i]) / dt
         QD[1, i] = QDD[1, i] = 0.0
-    count = 2 if compensate else 1
-    rnea_kernel.rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, armature, Q[:count],
-                           QD[:count], QDD[:count], v0, a0, forces, T[:count])
+    compensate = model.compensate
+    used = 2 if compensate else 1
+    rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
+                           model.p_tree, model.I, model.armature, Q[:used], QD[:used],
+                           QDD[:used], model.v0, model.a0, forces, T[:used])
+    alpha = 1.0 - np.exp(-bandwidth * dt)
+    residual, peak, thresholds, threshold = joint[0], joint[1], joint[2], joint[3]
     worst, share = -1, 1.0
-    for k in range(index.shape[0]):
-        i = index[k]
+    for k in range(model.index.shape[0]):
+        i = model.index[k]
         v = QD[0, i]
-        model = T[0, i] + viscous[k] * v + coulomb[k] * np.tanh(v / width)
+        expected = (T[0, i] + model.viscous[k] * v
+                    + model.coulomb[k] * np.tanh(v / model.width))
         if estimating:
-            model += theta[0, k] * QDD[0, i] + theta[1, k] * v + theta[2, k]
-        applied = tau[k] + (T[1, i] if compensate else 0.0)
-        external = model - applied
+            expected += theta[0, k] * QDD[0, i] + theta[1, k] * v + theta[2, k]
+        applied = joint[6, k] / count + (T[1, i] if compensate else 0.0)
+        joint[6, k] = 0.0
+        external = expected - applied
         if np.isfinite(external):
             residual[k] += alpha * (external - residual[k])
         peak[k] = max(peak[k], abs(residual[k]))
-        threshold[k] = thresholds[k] + allowance[0, k] * abs(v) + allowance[1, k]
+        threshold[k] = thresholds[k] + joint[4, k] * abs(v) + joint[5, k]
         if abs(residual[k]) > share * threshold[k]:
             worst, share = k, abs(residual[k]) / threshold[k]
     for i in range(n):
