@@ -9,7 +9,9 @@ import math
 from contact_loop import run
 import numpy as np
 import pytest
-from test_robustness import MODEL as XARM7, MOVE, HOLD, reference, ROWS, START, URDF as XARM7_URDF
+from test_robustness import HOLD, MOVE, reference, ROWS, START
+from test_robustness import MODEL as XARM7
+from test_robustness import URDF as XARM7_URDF
 
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control import modes
