@@ -123,7 +123,7 @@ def test_the_observer_measures_the_external_torque_mujoco_applies():
     motion = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
                          joint_names=JOINTS, position_limits=MODEL.position_limits,
                          current=np.vstack([HOME, np.zeros((2, 6))]), now=0.0)
-    push = np.array([12.0, -9.0, 6.0, 0.0, 0.0, 0.0])  # 0.5 N·m spins a wrist (its stiffness is low)
+    push = np.array([12.0, -9.0, 6.0, 0.0, 0.0, 0.0])  # 0.5 N·m spins a wrist (low stiffness)
     for trajectory, steps in ((motion, 2000), (Trajectory.hold(np.array(HOME)), 600)):
         plant = Plant(URDF)
         plant.reset(np.array(HOME))
