@@ -57,7 +57,7 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
         if later is not None and k == later[0]:
             machine.trajectory = later[1](t, machine.trajectory.sample(t)[0])
         if command is modes.LAW:
-            worst = observer.update(q, qd, dt)
+            worst = observer.update(q, qd, dt, controller.estimates if cfg.forget < 1.0 else None)
             if worst >= 0 and machine.touched(cfg, q, cfg.joints[worst],
                                               float(observer.residual[worst]),
                                               observer.threshold[worst]):

@@ -23,10 +23,14 @@ with the online estimate on (control/law.py), a^ qdd + b^ qd + d^: the residual 
 model, as far as it is known, does not explain.
 
 Detection: a controlled joint whose |r| exceeds its threshold (`contact.<joint>.threshold`,
-default `contact.threshold_share` × its effort limit) plus what the URDF's `<dynamics damping
-friction>` would explain and the law does not feed forward (b_urdf - b_told)⁺ |qd| + (c_urdf -
-c_told)⁺: such tags are often placeholders (so the law leaves them out by default, issue 29),
-but where they are true the arm shows them, and a model error is not a contact. `update`
+default `contact.threshold_share` × its effort limit) plus two allowances for what a model
+error shows while the joint moves: an untold viscous friction of up to
+`contact.velocity_allowance` × effort limit / velocity limit (times |qd|: a geared joint's
+friction, which no URDF states, grows with its speed) and what the URDF's `<dynamics damping
+friction>` would explain and the law does not feed forward, (b_urdf - b_told)⁺ |qd| + (c_urdf
+- c_told)⁺ (such tags are often placeholders, so the law leaves them out by default, issue 29,
+but where they are true the arm shows them). A model error is not a contact; an arm blocked
+by an obstacle is at rest, where only the first term counts. `update`
 returns the joint (the largest share of its threshold). The loop's modes (control/modes.py)
 then drop the trajectory and hold.
 """
@@ -63,6 +67,15 @@ class ContactObserver:
         self._entry = self._seen = None
         self.configure(cfg)
         self.reset()
+        self._warm_up(cfg)
+
+    def _warm_up(self, cfg):
+        """Compile (or load from numba's disk cache) the observer now, not in a tick: on
+        copies, the state untouched."""
+        n = cfg.model.n
+        _observe(cfg.law_model, self._forces, self._rows.copy(), self._last.copy(), np.zeros(n),
+                 np.zeros(n), self._joint.copy(), _NO_ESTIMATES, False, 1e-3, 1.0,
+                 self.bandwidth)
 
     def configure(self, cfg: 'ControllerConfig') -> None:
         """Take a (new) configuration: model, thresholds, bandwidth, friction."""
@@ -76,8 +89,11 @@ class ContactObserver:
             if value is not None:
                 self.thresholds[k] = value
         index = cfg.index
-        self._joint[4] = np.maximum(np.asarray(cfg.model.damping, float)[index] - cfg.viscous,
-                                    0.0)
+        velocity = np.asarray(cfg.model.velocity_limits, float)[index]
+        slope = np.where(np.isfinite(velocity) & (velocity > 0), np.asarray(
+            cfg.effort_limits, float) / np.where(velocity > 0, velocity, 1.0), 0.0)
+        self._joint[4] = (float(values['contact.velocity_allowance']) * slope + np.maximum(
+            np.asarray(cfg.model.damping, float)[index] - cfg.viscous, 0.0))
         self._joint[5] = np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb,
                                     0.0)
         self.threshold[:] = self.thresholds + self._joint[5]

@@ -200,8 +200,12 @@ TABLE = (
          'docs/controller.md); plus, always, the URDF <dynamics> friction the law does not '
          'feed forward: (damping - viscous) |qd| + (friction - coulomb)', low=0.0, high=10.0,
          low_exclusive=True),
+    Spec('contact.velocity_allowance', 'double', 0.6, 'share', 'untold viscous friction the '
+         'contact threshold allows for while a joint moves, as a share of its effort limit at '
+         'its velocity limit: the threshold grows by this × effort limit × |qd| / velocity '
+         'limit (a geared joint untold: docs/controller.md)', low=0.0, high=10.0),
     Spec('contact.<joint>.threshold', 'double', None, 'N·m', "the joint's contact threshold "
-         "on |tau_ext| (plus the URDF friction's allowance); unset: contact.threshold_share × "
+         "on |tau_ext| at rest (plus the allowances in motion); unset: contact.threshold_share × "
          'its effort limit', low=0.0, high=1e5, low_exclusive=True),
     Spec('contact.bandwidth', 'double', 50.0, '1/s', "the observer's gain K_O: its estimate "
          'follows tau_ext with this bandwidth (time constant 1 / K_O)', low=1.0, high=1000.0),
