@@ -12,6 +12,7 @@ import pytest
 from test_robustness import ESTIMATING, HOLD, MOVE, reference, ROWS, START
 from test_robustness import MODEL as XARM7
 from test_robustness import URDF as XARM7_URDF
+from test_sim import parameters as sim_parameters
 
 from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control import modes
@@ -19,7 +20,7 @@ from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.law import Controller, validate_parameters
 from rnea_controller.control.trajectory import plan_arrays, Trajectory
 from rnea_controller.errors import ParameterError
-from rnea_controller.sim.node import HOME
+from rnea_controller.sim.node import HOME, sim_config
 from rnea_controller.sim.plant import Plant, PlantOptions
 from rnea_controller.tools.send_trajectory import demo_motion
 
@@ -237,3 +238,14 @@ def test_the_observer_sees_what_the_robot_compensates_and_the_told_friction():
     observer = ContactObserver(cfg)
     assert observer.thresholds.tolist() == (0.2 * MODEL.effort_limits).tolist()
     Controller(cfg)  # the law compiles with it
+
+
+def test_the_simulators_obstacle_parameters_are_validated_with_the_reason():
+    """rnea-sim's `obstacle.*` (sim/node.py), as declared, into the plant's obstacles."""
+    box = {'obstacle.shape': 'box', 'obstacle.position': [0.5, 0.0, 0.3],
+           'obstacle.size': [0.1, 0.2, 0.3]}
+    config = sim_config(sim_parameters(**box))
+    assert config.plant.obstacles == (('box', (0.5, 0.0, 0.3), (0.1, 0.2, 0.3)),)
+    assert sim_config(sim_parameters()).plant.obstacles == ()
+    with pytest.raises(ParameterError, match=r"parameters 'obstacle\.\*': obstacle 0: a box"):
+        sim_config(sim_parameters(**{**box, 'obstacle.size': [0.1]}))
