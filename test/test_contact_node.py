@@ -109,4 +109,8 @@ def test_a_goal_driving_the_arm_into_an_obstacle_is_aborted_and_the_arm_held(tou
     peak = float(probe.value(SIM, 'contact force peak [N]'))
     print(f'contact force peak {peak} N (MuJoCo); {outcome.error_string}')
     assert 0.0 < peak < ISO_TS_15066
+    thresholds = [float(x) for x in probe.value(CONTROLLER, 'contact thresholds [N·m]').split()]
+    assert thresholds == [30.0, 30.0, 30.0, 5.6, 5.6, 5.6]  # 0.2 x the effort limits
+    torque = [float(x) for x in probe.value(CONTROLLER, 'external torque [N·m]').split()]
+    assert abs(torque[0]) < 0.5 * thresholds[0], torque  # held, no longer pushing
     assert controller.poll() is None and sim.poll() is None

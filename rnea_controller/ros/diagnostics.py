@@ -7,8 +7,9 @@ ticks, state age [ms], joint states received, joint state jumps (refused by the 
 ros/inputs.py), fast states taken (beyond the gate's quick bounds, but their motion shown by
 their positions), overspeeds (joints found beyond their velocity limit: braking, issue 29)
 and the last one, contacts (a joint's external torque beyond its threshold: holding: contact)
-and the last one, external torque peak [N·m] (per joint, since the last reset of the
-observer: control/contact.py), publish failures (middleware refused a write),
+and the last one, external torque [N·m] (the observer's estimate now, per joint), its peak
+(since the observer last restarted: control/contact.py) and the contact thresholds [N·m] (at
+rest), publish failures (middleware refused a write),
 rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
@@ -45,8 +46,7 @@ def status_values(node):
         'last overspeed': (loop.modes.fault if loop else None) or 'none',
         'contacts': loop.modes.contacts if loop else 0,
         'last contact': (loop.modes.contact if loop else None) or 'none',
-        'external torque peak [N·m]': ' '.join(f'{v:.3g}' for v in loop.observer.peak) if (
-            loop) else 'none',
+        **(contact_values(loop.observer) if loop else {}),
         'publish failures': node.outputs.failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},
@@ -56,6 +56,14 @@ def status_values(node):
         'diagnostics publish [us]': f'{(loop.diagnostics_time if loop else 0.0) * 1e6:.0f}',
         **(timing_values(loop.timing) if loop else {}),
     }
+
+
+def contact_values(observer):
+    """The contact observer's figures, per controlled joint (control/contact.py)."""
+    return {key: ' '.join(f'{v:.3g}' for v in values) for key, values in (
+        ('external torque [N·m]', observer.residual),
+        ('external torque peak [N·m]', observer.peak),
+        ('contact thresholds [N·m]', observer.thresholds))}
 
 
 def timing_values(timing):
