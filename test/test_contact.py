@@ -236,8 +236,31 @@ def test_the_observer_sees_what_the_robot_compensates_and_the_told_friction():
     result = run(plant, cfg, Trajectory.hold(np.array(HOME)), 300, start=np.array(HOME))
     assert np.abs(result.residual).max() < 0.05 and result.detected is None
     observer = ContactObserver(cfg)
-    assert observer.thresholds.tolist() == (0.2 * MODEL.effort_limits).tolist()
+    np.testing.assert_allclose(observer.thresholds, 0.2 * MODEL.effort_limits)
     Controller(cfg)  # the law compiles with it
+
+
+def test_the_thresholds_follow_the_parameters_and_grow_with_speed():
+    """contact.<joint>.threshold overrides the share; in motion the threshold grows by
+    contact.velocity_allowance x effort / velocity limit x |qd| (plus the URDF friction the law
+    does not feed forward: none in the bundled arm); a new config applies at once."""
+    cfg = validate_parameters({'contact.elbow_joint.threshold': 12.0}, MODEL)
+    observer = ContactObserver(cfg)
+    np.testing.assert_allclose(observer.thresholds, [30.0, 30.0, 12.0, 5.6, 5.6, 5.6])
+    q, qd, tau = np.array(HOME), np.full(6, 0.5), np.zeros(6)
+    observer.update(q, qd, 1e-3)
+    observer.commanded(tau)
+    observer.update(q, qd, 1e-3)
+    slope = 0.6 * MODEL.effort_limits / MODEL.velocity_limits
+    np.testing.assert_allclose(observer.threshold, observer.thresholds + slope * 0.5)
+    observer.configure(validate_parameters({'contact.threshold_share': 0.5,
+                                            'contact.velocity_allowance': 0.0}, MODEL))
+    np.testing.assert_allclose(observer.thresholds, [75.0, 75.0, 75.0, 14.0, 14.0, 14.0])
+    observer.commanded(tau)
+    observer.update(q, qd, 1e-3)
+    np.testing.assert_allclose(observer.threshold, observer.thresholds)
+    with pytest.raises(ParameterError, match='contact.threshold_share = 0.0'):
+        validate_parameters({'contact.threshold_share': 0.0}, MODEL)
 
 
 def test_the_simulators_obstacle_parameters_are_validated_with_the_reason():
