@@ -20,7 +20,9 @@ from rnea_controller.control.law import Controller
 class Run:
     """What a run shows, per step: the residual (steps, m) [N·m], the applied effort (steps,
     m), the contact force [N] (steps,), the mode (steps,), positions (steps, n), the
-    observer's threshold (steps, m) [N·m]; the step of the first contact detected (None)."""
+    observer's threshold (steps, m) [N·m], the true external torque (steps, m) [N·m]
+    (MuJoCo's constraint forces on the joints: the contacts'); the step of the first contact
+    detected (None)."""
 
     residual: np.ndarray
     applied: np.ndarray
@@ -28,6 +30,7 @@ class Run:
     mode: list
     q: np.ndarray
     threshold: np.ndarray
+    external: np.ndarray
     detected: int | None = None
     log: list = field(default_factory=list)
 
@@ -46,7 +49,7 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
         plant.reset(start)
     m = len(cfg.joints)
     out = Run(np.zeros((steps, m)), np.zeros((steps, m)), np.zeros(steps), [],
-              np.zeros((steps, plant.n)), np.zeros((steps, m)), log=log)
+              np.zeros((steps, plant.n)), np.zeros((steps, m)), np.zeros((steps, m)), log=log)
     pending = []
     for k in range(steps):
         t = t_now[0] = k * dt
@@ -76,6 +79,7 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
         out.applied[k] = plant.step(pending.pop(0))[cfg.index]
         out.residual[k] = observer.residual
         out.threshold[k] = observer.threshold
+        out.external[k] = plant.data.qfrc_constraint[cfg.index]
         out.force[k] = plant.contact_force()
         out.mode.append(machine.mode)
         out.q[k] = plant.q
