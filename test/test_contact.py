@@ -208,6 +208,34 @@ def test_the_arm_driven_into_an_obstacle_is_stopped_held_and_resumes_on_a_new_tr
     assert result.detected == detected and len(result.log) == 2
 
 
+def test_an_arm_of_meshes_only_collides_through_capsules_and_is_stopped():
+    """The xArm7 of example-robot-data names meshes only: the plant gives each moving link a
+    capsule to its child joints (a sphere for the last). Its base turns 1 rad in 4 s into a
+    5 cm sphere at link5's origin (where it is at 0.5 rad)."""
+    probe = Plant(XARM7_URDF)
+    q = START.copy()
+    q[0] = 0.5
+    probe.reset(q)
+    centre = tuple(float(x) for x in probe.data.xpos[probe.model.body('link5').id])
+    plant = Plant(XARM7_URDF, PlantOptions(obstacles=(('sphere', centre, (0.05,)),)))
+    capsules = [plant.model.geom_type[i] == 3 for i in range(plant.model.ngeom)]
+    assert sum(capsules) >= 4, plant.model.geom_type
+    goal = START.copy()
+    goal[0] = 1.0
+    joints = XARM7.joint_names
+    move = plan_arrays(joints, np.array([4.0]), goal[None], np.zeros((1, 7)),
+                       np.zeros((1, 7)), joint_names=joints,
+                       position_limits=XARM7.position_limits,
+                       current=np.vstack([START, np.zeros((2, 7))]), now=0.0)
+    result = run(plant, validate_parameters({}, XARM7), move, 2500, start=START)
+    touch, detected = int(np.argmax(result.force > 0)), result.detected
+    print(f'\nxArm7: first touch {touch} ms, detected {detected - touch} ms later; peak '
+          f'{result.force.max():.1f} N, 100 ms after detection '
+          f'{result.force[detected + 100:].max():.2f} N; {result.log[1]}')
+    assert 0 < touch <= detected <= touch + 100
+    assert result.force[detected + 100:].max() < 5.0 and result.force.max() < ISO_TS_15066
+
+
 # --- the plant's obstacles -----------------------------------------------------------------
 
 def test_obstacles_leave_the_arms_dynamics_as_the_urdf_says():
