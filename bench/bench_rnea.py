@@ -8,7 +8,10 @@ For UR5 (6 joints) and Panda (7 joints, fingers locked), on the same random stat
   limits, the online estimate, the integral) with rotor inertia (`armature.<joint>`, issue 23)
   off and on at one fixed state, and with the states moving (a new velocity every tick), the
   online estimate and integral of issue 29 on (opt-in) against the defaults (both off: the law
-  of issue 23) on the same moving states; repeats interleaved.
+  of issue 23) on the same moving states; repeats interleaved;
+- the tick with contact detection (the defaults' law plus `ContactObserver.commanded` and
+  `.update` on each new state, as ros/loop.py calls them: one more RNEA row) against the law
+  alone on the same moving states.
 Times are the best of several repeats (timeit's advice: on a shared, noisy machine the minimum
 is the figure least disturbed by other load); the ratios compare runs made moments apart in one
 process, so they hold even when the absolute figures move. Targets (issue 2): Panda single
@@ -22,6 +25,7 @@ import numpy as np
 import pinocchio as pin
 
 from rnea_controller import rnea, rnea_reference, RobotModel
+from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.law import Controller, validate_parameters
 
 ROBOTS = Path(sysconfig.get_paths()['purelib']) / 'cmeel.prefix/share/example-robot-data/robots'
@@ -98,6 +102,24 @@ def law_tick_us(model, values, calls=20_000, moving=False):
     return lambda: per_call_us(tick, calls, repeats=1)
 
 
+def contact_tick_us(model, calls=20_000):
+    """As law_tick_us(moving=True) with the defaults, plus the contact observer on every
+    tick's new state (the loop's work per tick with contact detection)."""
+    cfg = validate_parameters({}, model)
+    controller, observer = Controller(cfg), ContactObserver(cfg)
+    rng = np.random.default_rng(1)
+    q, qd = rng.uniform(-1, 1, (2, model.n))
+    ref = np.vstack([q + 0.01, qd, np.zeros(model.n)])
+    step = np.array([1e-6, -1e-6])
+
+    def tick():
+        step[0] = -step[0]
+        qd[0] += step[0]
+        observer.update(q, qd, 1e-3)
+        observer.commanded(controller.command(cfg, q, qd, ref))
+    return lambda: per_call_us(tick, calls, repeats=1)
+
+
 def bench_law(name, relative, locked, rounds=7):
     """Law tick [µs] with armature off and on: best of `rounds` interleaved repeats."""
     model = RobotModel.from_urdf_file(ROBOTS / relative, locked_joints=locked)
@@ -105,7 +127,8 @@ def bench_law(name, relative, locked, rounds=7):
     issue23 = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0}
     runs = dict(off=law_tick_us(model, {}), on=law_tick_us(model, geared),
                 moving=law_tick_us(model, ESTIMATING, moving=True),
-                issue23=law_tick_us(model, issue23, moving=True))
+                issue23=law_tick_us(model, issue23, moving=True),
+                contact=contact_tick_us(model))
     times = {key: [] for key in runs}
     for _ in range(rounds):
         for key, run in runs.items():
@@ -136,6 +159,12 @@ def main():
     for r in laws:
         print(f'{r["name"]:<7}{r["off"]:>8.2f}{r["on"]:>8.2f}{r["on"] / r["off"]:>8.2f}'
               f'{r["moving"]:>9.2f}{r["issue23"]:>10.2f}{r["moving"] / r["issue23"]:>7.2f}')
+    print('\ncontact detection [µs per tick], best of 7 interleaved repeats, states moving: the '
+          'law alone (defaults) / the law and the contact observer (the loop calls both)')
+    print(f'{"arm":<7}{"law":>8}{"+ observer":>12}{"ratio":>7}{"observer":>10}')
+    for r in laws:
+        print(f'{r["name"]:<7}{r["issue23"]:>8.2f}{r["contact"]:>12.2f}'
+              f'{r["contact"] / r["issue23"]:>7.2f}{r["contact"] - r["issue23"]:>10.2f}')
     panda = rows[-1]
     verdicts = [('Panda single call ≤ 20 µs', panda['ours'] <= 20.0),
                 ('batched ≤ 1 µs per sample', all(r['batch'] <= 1.0 for r in rows)),

@@ -8,6 +8,7 @@ What the arm gets in each mode (the diagnostics 'mode' strings; `COMMAND`):
 | 'hold' | the law towards a resting reference (the measured position, or a trajectory's end) |
 | 'tracking' | the law towards the trajectory |
 | 'braking: overspeed' | `Controller.brake`: damping toward rest plus gravity, each new state |
+| 'holding: contact' | the law towards the measured position where the contact was detected |
 | 'stale: gravity hold' | g(q_last), by `stale_policy` |
 | 'stale: stopped' | nothing (the effort controller keeps the last command: g(q_last)) |
 | 'law failure: gravity hold' | the Controller's fallback: g(q) of the last good configuration |
@@ -23,6 +24,11 @@ Transitions, all here (`step` once a tick before the command, `commanded` after 
 - a new state with a controlled joint beyond its velocity limit (measured or estimated: the
   velocity in use), from any commanding mode -> braking: the reference dropped (a trajectory
   or action goal ends aborted, `dropped` says why), ERROR naming the joint and its speed.
+- a contact (`contact`: a joint's external torque beyond its threshold, control/contact.py)
+  while holding or tracking -> holding: contact: the reference dropped (as braking), ERROR
+  naming the joint and its torque, and a hold of the measured position at detection (the
+  integral cleared by the loop); left only for a new trajectory (-> tracking), an overspeed
+  (-> braking) or stale states.
 - braking, every controlled joint below its rest speed (REST_FRACTION of its limit, or
   REST_SPEED where it has none) -> hold of the measured position.
 - after the law: the trajectory's end reached -> hold, else tracking; the law not finite ->
@@ -47,6 +53,7 @@ WAITING = 'waiting for joint states'
 HOLD = 'hold'
 TRACKING = 'tracking'
 BRAKING = 'braking: overspeed'
+CONTACT = 'holding: contact'
 STALE_HOLD = 'stale: gravity hold'
 STALE_STOPPED = 'stale: stopped'
 LAW_FAILURE = 'law failure: gravity hold'
@@ -55,7 +62,8 @@ FINISHED = 'finished'
 
 LAW, BRAKE, GRAVITY, NOTHING = 'law', 'brake', 'gravity', 'nothing'  # what the loop computes
 COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOLD: GRAVITY,
-           STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING}
+           STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING,
+           CONTACT: LAW}
 
 REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
 REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
@@ -73,7 +81,8 @@ class Modes:
     text)` gets the events; `started()` a note for the first command's line. Read: `mode`,
     `trajectory` (None while dropped), `fault` (the last overspeed, text), `overspeeds`
     (their count), `dropped` ((trajectory, reason) of the last reference dropped),
-    `deactivate` (the node should deactivate).
+    `deactivate` (the node should deactivate), `contact` (the last contact, text) and
+    `contacts` (their count).
     """
 
     def __init__(self, joints: Sequence[str], index: Sequence[int],
@@ -90,6 +99,7 @@ class Modes:
         self.mode = WAITING
         self.trajectory = None
         self.fault, self.overspeeds, self.dropped = None, 0, None
+        self.contact, self.contacts, self._contact_hold = None, 0, None
         self.deactivate = False
         self._stale_since = None
         self._seen = None  # the arrival time of the last state watched for overspeed
@@ -124,6 +134,8 @@ class Modes:
         """After the law: hold or tracking (`holding`: the trajectory's end is reached), or
         law failure while the law is not finite (`failing_since` [s], None while finite)."""
         if failing_since is None:
+            if self.mode is CONTACT and self.trajectory is self._contact_hold:
+                return  # held until a new trajectory replaces the contact's hold
             self.mode = HOLD if holding else TRACKING
             return
         self.mode = LAW_FAILURE
@@ -136,6 +148,23 @@ class Modes:
         if failing > cfg.law_failure_timeout and not self.deactivate:
             self._log('error', f'control law not finite for {failing:.3f} s: deactivating')
             self.deactivate = True
+
+    def touched(self, cfg: 'ControllerConfig', q: np.ndarray, joint: str,
+                torque: float, threshold: float) -> bool:
+        """A contact: joint's external torque [N·m] beyond its threshold at the measured q
+        (model size). While holding or tracking: the reference dropped, ERROR, a hold of q
+        (-> holding: contact); returns True then, False in any other mode (ignored)."""
+        if self.mode not in (HOLD, TRACKING):
+            return False
+        self.contacts += 1
+        self.contact = (f'joint {joint!r} external torque {torque:.3g} N·m, beyond its '
+                        f'threshold {threshold:.3g} N·m')
+        self._drop(f'{CONTACT}: {self.contact}')
+        self.trajectory = self._contact_hold = Trajectory.hold(q[cfg.index], self._clock())
+        self.mode = CONTACT
+        self._log('error', f'contact: {self.contact}: trajectory dropped, holding the measured '
+                           'position until a new trajectory')
+        return True
 
     def refuse(self, reason: str) -> None:
         """An effort controller of other joints: no command from now on, deactivate."""
@@ -150,7 +179,7 @@ class Modes:
     def _hold(self, cfg, q):
         """Hold the measured position from now on (activation, return of fresh states)."""
         self.trajectory = Trajectory.hold(q[cfg.index], self._clock())
-        self.mode, self._stale_since = HOLD, None
+        self.mode, self._stale_since, self._contact_hold = HOLD, None, None
         if not self._commanding:
             self._commanding = True
             self._log('info', 'first command: holding the measured position' + self._started())

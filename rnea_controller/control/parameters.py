@@ -225,6 +225,25 @@ TABLE = (
     Spec('law_failure_timeout', 'double', 0.5, 's', 'if the law stays non-finite this long '
          '(gravity hold of the last good configuration meanwhile), the node deactivates with '
          'its final command', low=0.0, high=60.0),
+    # contact (the world pushes back): docs/controller.md, control/contact.py
+    Spec('contact.detection', 'bool', True, '', 'watch the external torque of each controlled '
+         "joint (De Luca's momentum observer on the model): beyond its threshold the trajectory "
+         'is dropped (an action goal aborted), ERROR names the joint and the torque, and the '
+         'measured position is held (mode holding: contact) until a new trajectory'),
+    Spec('contact.threshold_share', 'double', 0.2, 'share', 'default contact threshold of '
+         'each joint as a share of its effort limit (above what a wrong model shows: '
+         'docs/controller.md); plus, always, the URDF <dynamics> friction the law does not '
+         'feed forward: (damping - viscous) |qd| + (friction - coulomb)', low=0.0, high=10.0,
+         low_exclusive=True),
+    Spec('contact.velocity_allowance', 'double', 0.6, 'share', 'untold viscous friction the '
+         'contact threshold allows for while a joint moves, as a share of its effort limit at '
+         'its velocity limit: the threshold grows by this × effort limit × |qd| / velocity '
+         'limit (a geared joint untold: docs/controller.md)', low=0.0, high=10.0),
+    Spec('contact.<joint>.threshold', 'double', None, 'N·m', "the joint's contact threshold "
+         "on |tau_ext| at rest (plus the allowances in motion); unset: contact.threshold_share × "
+         'its effort limit', low=0.0, high=1e5, low_exclusive=True),
+    Spec('contact.bandwidth', 'double', 50.0, '1/s', "the observer's gain K_O: its estimate "
+         'follows tau_ext with this bandwidth (time constant 1 / K_O)', low=1.0, high=1000.0),
     Spec('phase_lock', 'bool', True, '', "place the ticks just after the joint states' "
          'arrival (docs/timing.md)', 'inactive'),
     Spec('latency_compensation', 'string', 'auto', '', 'auto (measured online), off, or a '
@@ -438,6 +457,7 @@ def _example(spec):
     return {'joints': ['shoulder_pan_joint', 'elbow_joint'], 'gains.<joint>.p': 400.0,
             'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0,
             'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0,
+            'contact.<joint>.threshold': 20.0,
             'links.<link>.mass': 2.275, 'links.<link>.com': [0.0, 0.0, 0.25],
             'links.<link>.inertia': [0.0312, 0.0, 0.0, 0.0312, 0.0, 0.004]}[spec.name]
 

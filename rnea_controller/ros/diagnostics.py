@@ -6,7 +6,10 @@ Keys: mode, control law, loop rate [Hz], period jitter p99 [us], tick compute p5
 ticks, state age [ms], joint states received, joint state jumps (refused by the jump gate:
 ros/inputs.py), fast states taken (beyond the gate's quick bounds, but their motion shown by
 their positions), overspeeds (joints found beyond their velocity limit: braking, issue 29)
-and the last one, publish failures (middleware refused a write),
+and the last one, contacts (a joint's external torque beyond its threshold: holding: contact)
+and the last one, external torque [N·m] (the observer's estimate now, per joint), its peak
+(since the observer last restarted: control/contact.py) and the contact thresholds [N·m] (at
+rest), publish failures (middleware refused a write),
 rejected messages (and per input: joint_states,
 joint_trajectory, external_wrench, robot_description, parameters), non-finite fallbacks,
 saturation <joint> (ticks that joint's command was limited), diagnostics publish [us] (the
@@ -41,6 +44,9 @@ def status_values(node):
         'fast states taken': state.fast,
         'overspeeds': loop.modes.overspeeds if loop else 0,
         'last overspeed': (loop.modes.fault if loop else None) or 'none',
+        'contacts': loop.modes.contacts if loop else 0,
+        'last contact': (loop.modes.contact if loop else None) or 'none',
+        **(contact_values(loop.observer) if loop else {}),
         'publish failures': node.outputs.failures,
         'rejected messages': sum(node.rejected.values()),
         **{f'rejected {kind}': count for kind, count in node.rejected.items()},
@@ -50,6 +56,14 @@ def status_values(node):
         'diagnostics publish [us]': f'{(loop.diagnostics_time if loop else 0.0) * 1e6:.0f}',
         **(timing_values(loop.timing) if loop else {}),
     }
+
+
+def contact_values(observer):
+    """The contact observer's figures, per controlled joint (control/contact.py)."""
+    return {key: ' '.join(f'{v:.3g}' for v in values) for key, values in (
+        ('external torque [N·m]', observer.residual),
+        ('external torque peak [N·m]', observer.peak),
+        ('contact thresholds [N·m]', observer.thresholds))}
 
 
 def timing_values(timing):
@@ -69,14 +83,17 @@ def timing_values(timing):
 
 def make_status(node, stamp):
     """The DiagnosticArray of the node's status now: ERROR while braking (the message names
-    the joint and its speed), while the joint states come from several publishers (the
-    message names them) or a mismatching effort controller is refused,
-    WARN while stale, waiting, failing or re-basing stamps of another clock."""
+    the joint and its speed) or holding after a contact (the joint and its torque), while
+    the joint states come from several publishers (the message names them) or a mismatching
+    effort controller is refused, WARN while stale, waiting, failing or re-basing stamps of
+    another clock."""
     values = status_values(node)
     values['joint_states publishers'] = node.sources or 'one'
     timing = node.loop.timing if node.loop else None
     if node.mode.startswith('braking'):
         level, message = DiagnosticStatus.ERROR, f'{node.mode}: {node.loop.modes.fault}'
+    elif node.mode.startswith('holding: contact'):
+        level, message = DiagnosticStatus.ERROR, f'{node.mode}: {node.loop.modes.contact}'
     elif node.sources is not None or node.mode.startswith('refused'):
         level, message = DiagnosticStatus.ERROR, f'{node.mode}; {node.sources or ""}'.rstrip('; ')
     elif node.mode.startswith(('stale', 'waiting', 'law')) or (timing and not timing.clock.usable):

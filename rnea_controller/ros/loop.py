@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from rnea_controller.control import modes
+from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import LoopTiming, predict
 from rnea_controller.ros import realtime
@@ -53,6 +54,7 @@ class ControlLoop:
                                  clock=lambda: self.seconds(now_ns()), log=self._log,
                                  started=realtime.since_start)
         values = cfg.values
+        self.observer = ContactObserver(cfg)  # the world pushing back (control/contact.py)
         self.timing = LoopTiming(
             cfg.model.n, cfg.period, phase_lock=values['phase_lock'],
             latency=latency_setting(values['latency_compensation']),
@@ -107,8 +109,10 @@ class ControlLoop:
             self._hold_still(cfg, state, self.controller.gravity_hold(cfg, state.q), now_ns)
         elif state.valid:
             self.controller.reset()
+        if command is not modes.LAW:
+            self.observer.reset()  # it pairs states with the law's commands only
         after = self.modes.mode
-        if after is not before and modes.BRAKING in (before, after):
+        if after is not before and (modes.BRAKING in (before, after) or after is modes.CONTACT):
             self._diagnostics_due = 0.0  # the fault, and its end, at once
         self._lock_phase(t_start)
         self._after_tick(cfg, t_start)
@@ -119,16 +123,29 @@ class ControlLoop:
             self.action_server.swap_in()
         if self.intake is not None:
             self.intake.swap_in()
+        state_dt = self._state_dt(cfg, state)
+        if state_dt > 0.0:
+            self._watch_contact(cfg, state, state_dt, wrench)
         ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
         t, ref = self.seconds(ref_ns), self._ref
-        tau = self.controller.command(cfg, q, qd, ref, wrench, self._state_dt(cfg, state),
-                                      (state.q, state.qd))
+        tau = self.controller.command(cfg, q, qd, ref, wrench, state_dt, (state.q, state.qd))
+        self.observer.commanded(tau)
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
                              self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
         self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
+
+    def _watch_contact(self, cfg, state, state_dt, wrench):
+        """A new state: the contact observer's residual; beyond a threshold, holding: contact
+        (the trajectory dropped, the integral cleared) before this tick's law."""
+        observer = self.observer
+        k = observer.update(state.q, state.qd, state_dt,
+                            self.controller.estimates if cfg.forget < 1.0 else None, wrench)
+        if k >= 0 and self.modes.touched(cfg, state.q, cfg.joints[k],
+                                         float(observer.residual[k]), observer.threshold[k]):
+            self.controller.reset_integral()
 
     def _state_dt(self, cfg, state):
         """The law's online estimate takes new states only, at their real time step [s]:
@@ -179,6 +196,7 @@ class ControlLoop:
     def configure(self, cfg, state):
         """A new config swapped in while active: the timing parameters that may change."""
         self.timing.velocity.cutoff = cfg.values['velocity_filter_cutoff']
+        self.observer.configure(cfg)
         state.fresh_for = cfg.state_timeout
 
     def publish_status_soon(self):

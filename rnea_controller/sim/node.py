@@ -28,6 +28,11 @@ names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to
   `push.start` [s] after the first command for `push.duration` [s], a generalized force of the
   world added after the effort clamp (`Plant.external`), logged when it starts and ends: a
   collision or a hand that drives a joint beyond its velocity limit.
+- an obstacle (contact detection): `obstacle.shape` 'box' or 'sphere' fixed in the world at
+  `obstacle.position` [m] (base frame) with `obstacle.size` (a box's three half sizes, a
+  sphere's radius [m]); the arm's links collide with it (`PlantOptions.obstacles`: the URDF's
+  primitive shapes, else capsules of radius `obstacle.link_radius`). The largest contact force
+  so far is on /diagnostics ('contact force peak [N]') and logged when a contact starts.
 - a second node named as ros2_control's effort controller would be (`<ns>/effort_controller`
   for the default command topic) with the read-only parameter `joints` (the command order), so
   that the rnea controller's activation check of its joints finds what it finds on a real stack.
@@ -73,7 +78,7 @@ from rnea_controller.errors import (
     UrdfError,
 )
 from rnea_controller.interrupt import interrupt_once
-from rnea_controller.sim.plant import CommandHold, measure, Plant, PlantOptions
+from rnea_controller.sim.plant import check_obstacles, CommandHold, measure, Plant, PlantOptions
 
 # The bundled arm's start pose (UR 'home': upper arm up, forearm forward, tool down) [rad].
 HOME = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)
@@ -112,6 +117,10 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'push.torque': (0.0, '[N·m or N] the push, added after the effort clamp'),
     'push.start': (1.0, '[s] after the first command the push starts'),
     'push.duration': (0.05, '[s] the push lasts'),
+    'obstacle.shape': ('', "obstacle fixed in the world: 'box', 'sphere' or '' (none)"),
+    'obstacle.position': ([0.0, 0.0, 0.0], '[m] its centre in the base frame'),
+    'obstacle.size': ([0.05], "[m] a box's three half sizes, a sphere's radius"),
+    'obstacle.link_radius': (0.04, '[m] the capsules of links without primitive geometry'),
     'command_delay': (0.0, '[s] transport delay before a command is applied'),
     'command_timeout': (0.0, '[s] without commands before applying zero effort; 0: never, '
                         'as JointGroupEffortController'),
@@ -177,7 +186,8 @@ def sim_config(values):
         payload_mass=_nonnegative(values, 'payload.mass'),
         payload_com=tuple(values['payload.com']), payload_link=values['payload.link'],
         compensates_gravity=bool(values['compensates_gravity']),
-        link_errors=_link_errors(values))
+        link_errors=_link_errors(values), obstacles=_obstacles(values),
+        link_radius=_nonnegative(values, 'obstacle.link_radius'))
     period, jitter = publish_timing(values, timestep)
     return SimConfig(
         urdf=read_urdf(values['robot_description'], values['urdf_file']),
@@ -207,6 +217,17 @@ def _push(values):
         raise ParameterError(f"parameter 'push.torque' must be finite, got {torque}")
     return (values['push.joint'], float(torque), _nonnegative(values, 'push.start'),
             _nonnegative(values, 'push.duration'))
+
+
+def _obstacles(values):
+    """PlantOptions.obstacles from the `obstacle.*` parameters: () without a shape."""
+    shape = values['obstacle.shape']
+    if not shape:
+        return ()
+    try:
+        return check_obstacles(((shape, values['obstacle.position'], values['obstacle.size']),))
+    except ParameterError as error:
+        raise ParameterError(f"parameters 'obstacle.*': {error}") from None
 
 
 def _link_errors(values):
@@ -283,7 +304,9 @@ class SimNode(Node):
                                 self.config.command_timeout)
         self.rng = np.random.default_rng(self.config.noise_seed)
         self.counts = dict.fromkeys(('received', 'refused', 'late steps', 'skipped steps',
-                                     'timeouts', 'states published'), 0)
+                                     'timeouts', 'states published',
+                                     'contact force peak [N]'), 0)
+        self._touching = False
         self.status = 'waiting'
         self._outbox = deque()  # (wall time [s], JointState) publications due
         self._make_interfaces()
@@ -298,7 +321,8 @@ class SimNode(Node):
             f'{"yes" if cfg.publish_velocity else "no"}); payload {cfg.plant.payload_mass} kg, '
             f'link errors {cfg.plant.link_errors or "none"}, gravity compensated by the arm: '
             f'{cfg.plant.compensates_gravity}, command delay '
-            f'{cfg.command_delay} s, timeout {cfg.command_timeout or "none"}')
+            f'{cfg.command_delay} s, timeout {cfg.command_timeout or "none"}, obstacles '
+            f'{list(cfg.plant.obstacles) or "none"}')
 
     def _pushed_joint(self):
         """The plant index of `push.joint`, or None without a push."""
@@ -456,6 +480,13 @@ class SimNode(Node):
             self.plant.applied = np.zeros(self.plant.n)
             return
         self.plant.step(tau)
+        if self.config.plant.obstacles:
+            force = self.plant.contact_force()
+            if force > 0.0 and self._touching is False:
+                self.get_logger().info(f'contact with the obstacle: {force:.1f} N')
+            self._touching = force > 0.0
+            self.counts['contact force peak [N]'] = max(self.counts['contact force peak [N]'],
+                                                        round(force, 1))
 
     def _log_status(self, status):
         if status == self.status:

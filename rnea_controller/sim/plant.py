@@ -24,6 +24,14 @@ Pinocchio. The realism options, all unknown to the controller's model:
   ±inertia, the centre of mass moved by up to `com` [m]), physically consistent: a CAD model's
   guesses against the real arm. The controller is told the URDF; the plant is the perturbed one;
 - sensor noise and a command delay, applied by `measure` and `CommandHold`;
+- `obstacles`: boxes and spheres fixed in the world that the arm's links collide with (a
+  collision of the arm: the world pushes back). The links' collision geometry is the URDF's
+  primitive shapes (<collision>, else <visual>: box, cylinder, sphere), else, for a link with
+  meshes or nothing, a capsule of radius `link_radius` from the link's frame to each child
+  joint's origin (a sphere for the last link). Contacts are enabled only with obstacles, and
+  only between a link and an obstacle (contype/conaffinity), never between links; the geoms
+  carry no mass (the links' inertia stays the URDF's `<inertial>`). `contact_force` is the
+  total force of the obstacles on the arm [N] (MuJoCo's constraint forces);
 - `external` [N·m or N]: a generalized force of the world on the joints (a push, a collision),
   added to the command after the effort clamp: no drive limits it. The simulator node sets it
   for a time window (`push.*`).
@@ -53,7 +61,9 @@ class PlantOptions:
     clamp_effort: clip the applied effort to the URDF `<limit effort>` like a drive does;
     compensates_gravity: add the nominal g(q) to every command (the robot-side gravity
     compensation of Franka and KUKA FRI); link_errors: () for the URDF's links, or (seed,
-    mass, inertia, com) for links perturbed by `perturb_links`.
+    mass, inertia, com) for links perturbed by `perturb_links`; obstacles: boxes (centre [m],
+    half sizes [m]) and spheres (centre, (radius,)) fixed in the world, in the base frame;
+    link_radius [m]: see the module doc.
     """
 
     timestep: float = 0.001
@@ -66,6 +76,8 @@ class PlantOptions:
     clamp_effort: bool = True
     compensates_gravity: bool = False
     link_errors: tuple = ()
+    obstacles: tuple = ()  # (('box', (x, y, z), (hx, hy, hz)) | ('sphere', (x, y, z), (r,)))
+    link_radius: float = 0.04  # [m] the capsules of links without primitive geometry
 
 
 def _moving_links(root):
@@ -191,6 +203,98 @@ def without_geometry(urdf_text):
     return ET.tostring(root, encoding='unicode')
 
 
+SHAPES = {'box': 3, 'sphere': 1}  # obstacle shape: number of size values
+
+
+def check_obstacles(obstacles):
+    """The obstacles as ((shape, centre (3,), size), ...) of floats, or ParameterError."""
+    checked = []
+    for k, obstacle in enumerate(obstacles):
+        shape, centre, size = obstacle
+        centre, size = np.asarray(centre, float).reshape(-1), np.asarray(size, float).reshape(-1)
+        if shape not in SHAPES or centre.size != 3 or size.size != SHAPES[shape]:
+            raise ParameterError(f'obstacle {k}: a box needs a centre (3 values [m]) and 3 half '
+                                 'sizes [m], a sphere a centre and a radius [m]; got '
+                                 f'{shape!r}, {centre.tolist()}, {size.tolist()}')
+        if not (np.all(np.isfinite(centre)) and np.all(np.isfinite(size)) and np.all(size > 0)):
+            raise ParameterError(f'obstacle {k} ({shape}): centre and sizes must be finite, '
+                                 f'sizes > 0, got {centre.tolist()}, {size.tolist()}')
+        checked.append((shape, tuple(centre), tuple(size)))
+    return tuple(checked)
+
+
+def _quaternion(rpy):
+    """MuJoCo's quaternion (w, x, y, z) of a URDF rpy: R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    quat = np.zeros(4)
+    mujoco.mju_euler2Quat(quat, np.asarray(rpy, float), 'XYZ')
+    return quat
+
+
+def _floats(text, default='0 0 0'):
+    return [float(x) for x in (text or default).split()]
+
+
+def _primitive(geometry):
+    """(MuJoCo geom type, size) of a URDF <geometry> primitive, or None (a mesh, nothing)."""
+    shape = geometry[0] if geometry is not None and len(geometry) else None
+    if shape is None:
+        return None
+    if shape.tag == 'box':
+        return mujoco.mjtGeom.mjGEOM_BOX, [0.5 * x for x in _floats(shape.get('size'))]
+    if shape.tag == 'cylinder':
+        return mujoco.mjtGeom.mjGEOM_CYLINDER, [float(shape.get('radius')),
+                                                0.5 * float(shape.get('length')), 0.0]
+    if shape.tag == 'sphere':
+        return mujoco.mjtGeom.mjGEOM_SPHERE, [float(shape.get('radius')), 0.0, 0.0]
+    return None
+
+
+def _add_collision_geometry(spec, root, radius):
+    """Massless collision geoms on every moving link (module doc): contype 1, conaffinity 0
+    (a link collides with obstacles only)."""
+    children = {}
+    for joint in root.findall('joint'):
+        origin = joint.find('origin')
+        xyz = _floats(origin.get('xyz') if origin is not None else None)
+        children.setdefault(joint.find('parent').get('link'), []).append(xyz)
+    for link in root.findall('link'):
+        name = link.get('name')
+        body = spec.body(name)
+        if name not in _moving_links(root) or body is None:
+            continue
+        shapes = []
+        for tag in ('collision', 'visual'):
+            for element in link.findall(tag):
+                primitive = _primitive(element.find('geometry'))
+                if primitive is not None:
+                    origin = element.find('origin')
+                    shapes.append((*primitive, _floats(origin.get('xyz') if origin is not None
+                                                       else None),
+                                   _floats(origin.get('rpy') if origin is not None else None)))
+            if shapes:
+                break
+        for kind, size, xyz, rpy in shapes:
+            geom = body.add_geom(type=kind, size=size, pos=xyz, quat=_quaternion(rpy))
+            geom.contype, geom.conaffinity = 1, 0
+        if not shapes:
+            ends = [xyz for xyz in children.get(name, []) if np.linalg.norm(xyz) > 1e-3]
+            for xyz in ends or [None]:
+                geom = body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0])
+                if xyz is not None:
+                    geom.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+                    geom.fromto = [0.0, 0.0, 0.0, *xyz]
+                geom.contype, geom.conaffinity = 1, 0
+
+
+def _add_obstacles(spec, obstacles):
+    """The obstacles as geoms of the world: contype 0, conaffinity 1."""
+    for k, (shape, centre, size) in enumerate(check_obstacles(obstacles)):
+        kind = mujoco.mjtGeom.mjGEOM_BOX if shape == 'box' else mujoco.mjtGeom.mjGEOM_SPHERE
+        geom = spec.worldbody.add_geom(name=f'rnea_sim_obstacle_{k}', type=kind,
+                                       size=list(size) + [0.0] * (3 - len(size)), pos=centre)
+        geom.contype, geom.conaffinity = 0, 1
+
+
 def build_model(urdf_text, options=PlantOptions()):
     """MuJoCo model of the URDF (its geometry left out: `without_geometry`) with the plant
     options applied; returns mujoco.MjModel."""
@@ -201,7 +305,12 @@ def build_model(urdf_text, options=PlantOptions()):
     except (ValueError, mujoco.FatalError) as error:
         raise UrdfError(f'MuJoCo cannot load the URDF: {error}') from error
     spec.option.timestep = options.timestep
-    spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if options.obstacles:
+        spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+        _add_collision_geometry(spec, ET.fromstring(urdf_text), options.link_radius)
+        _add_obstacles(spec, options.obstacles)
+    else:
+        spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     joints = [j for j in spec.joints if int(j.type) in HINGE_OR_SLIDE]
     damping = per_joint(options.damping, len(joints), 'damping')
     friction = per_joint(options.friction, len(joints), 'friction')
@@ -283,6 +392,15 @@ class Plant:
         self.data.qfrc_applied[:] = total + self.external
         mujoco.mj_step(self.model, self.data)
         return self.applied
+
+    def contact_force(self):
+        """|total force| [N] of the obstacles on the arm now (MuJoCo's contact forces, summed
+        as vectors in the world frame); 0 without contact."""
+        total, f = np.zeros(3), np.zeros(6)
+        for i in range(self.data.ncon):
+            mujoco.mj_contactForce(self.model, self.data, i, f)
+            total += self.data.contact[i].frame.reshape(3, 3).T @ f[:3]
+        return float(np.linalg.norm(total))
 
     def gravity(self, q):
         """g(q) [N·m] of the nominal model (the URDF without the hidden payload) by MuJoCo:

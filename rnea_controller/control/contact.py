@@ -1,0 +1,207 @@
+"""Contact detection: the world pushes back (a collision reflex, as Franka's), ROS-free.
+
+The external torque tau_ext on each controlled joint is estimated by the generalized-momentum
+observer of De Luca & Mattone (2003, 2005),
+
+    r = K_O (p(t) - p(0) - ∫ (tau + Cᵀ(q, qd) qd - g(q) + r) dt),    p = M(q) qd,
+
+whose output obeys ṙ = K_O (tau_ext - r): a first-order low-pass of tau_ext with bandwidth K_O
+[1/s] (`contact.bandwidth`), no acceleration needed. In discrete time, with ṗ = tau + tau_ext
++ Cᵀqd - g and Ṁ qd taken over the same interval as Δp, the integral's increment between two
+states k-1 and k is
+
+    Δp - Ṁ qd Δt = M Δqd = (tau + tau_ext - n(q, qd)) Δt,     n = C qd + g,
+
+so that the observer is, exactly in that discretisation, r += (1 - exp(-K_O Δt)) (tau_ext_k -
+r) with tau_ext_k = RNEA(q, qd, Δqd / Δt) - tau: ONE RNEA row of our own model per new state
+(Δqd / Δt only enters through M Δqd, the momentum's change: velocity noise is not
+differentiated, it is the change of p). q and qd are the new state's (qd the mean of the two
+states'), Δt the time between their stamps, tau the mean of the commands published between
+them (the torque that acted; with `robot_compensates_gravity` plus the arm's own g(q)).
+What the model knows beyond RNEA is part of n: the told friction b qd + c tanh(qd / w) and,
+with the online estimate on (control/law.py), a^ qdd + b^ qd + d^: the residual is what the
+model, as far as it is known, does not explain.
+
+Detection: a controlled joint whose |r| exceeds its threshold (`contact.<joint>.threshold`,
+default `contact.threshold_share` × its effort limit) plus two allowances for what a model
+error shows while the joint moves: an untold viscous friction of up to
+`contact.velocity_allowance` × effort limit / velocity limit (times |qd|: a geared joint's
+friction, which no URDF states, grows with its speed) and what the URDF's `<dynamics damping
+friction>` would explain and the law does not feed forward, (b_urdf - b_told)⁺ |qd| + (c_urdf
+- c_told)⁺ (such tags are often placeholders, so the law leaves them out by default, issue 29,
+but where they are true the arm shows them). A model error is not a contact; an arm blocked
+by an obstacle is at rest, where only the first term counts. `update`
+returns the joint (the largest share of its threshold). The loop's modes (control/modes.py)
+then drop the trajectory and hold.
+"""
+from typing import TYPE_CHECKING
+
+from numba import njit, typeof
+import numpy as np
+
+from rnea_controller.dynamics import rnea_kernel
+from rnea_controller.dynamics.rnea import body_forces
+
+if TYPE_CHECKING:
+    from rnea_controller.control.law import ControllerConfig
+
+
+class ContactObserver:
+    """Momentum observer of the controlled joints (module doc).
+
+    cfg: the ControllerConfig in force (model, index, friction, effort limits, values). Read:
+    `residual` (m,) [N·m] the estimate of tau_ext, `thresholds` (m,) [N·m] at rest,
+    `threshold` (m,) [N·m] those of the last state (with the URDF friction's allowance),
+    `peak` (m,) the largest |residual| since `reset`. One compiled call per new state, on the
+    law's own constant record (`cfg.law_model`: model arrays, index, told friction).
+    """
+
+    def __init__(self, cfg: 'ControllerConfig') -> None:
+        n, m = cfg.model.n, len(cfg.joints)
+        self._joint = np.zeros((len(ROWS), m))  # per joint: ROWS
+        (self.residual, self.peak, self.thresholds, self.threshold, _, _,
+         self._applied) = self._joint
+        self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
+        self._last = np.zeros((2, n))  # q, qd of the previous state
+        self._count, self._started = 0, False
+        self._entry = self._seen = None
+        self.configure(cfg)
+        self.reset()
+        self._warm_up(cfg)
+
+    def _warm_up(self, cfg):
+        """Compile (or load from numba's disk cache) the observer now, not in a tick: on
+        copies, the state untouched."""
+        n = cfg.model.n
+        _observe(cfg.law_model, self._forces, self._rows.copy(), self._last.copy(), np.zeros(n),
+                 np.zeros(n), self._joint.copy(), _NO_ESTIMATES, False, 1e-3, 1.0,
+                 self.bandwidth)
+
+    def configure(self, cfg: 'ControllerConfig') -> None:
+        """Take a (new) configuration: model, thresholds, bandwidth, friction."""
+        values = cfg.values
+        self.enabled = bool(values['contact.detection'])
+        self.bandwidth = float(values['contact.bandwidth'])
+        share = float(values['contact.threshold_share'])
+        self.thresholds[:] = share * np.asarray(cfg.effort_limits, dtype=float)
+        for k, joint in enumerate(cfg.joints):
+            value = values.get(f'contact.{joint}.threshold')
+            if value is not None:
+                self.thresholds[k] = value
+        index = cfg.index
+        velocity = np.asarray(cfg.model.velocity_limits, float)[index]
+        slope = np.where(np.isfinite(velocity) & (velocity > 0), np.asarray(
+            cfg.effort_limits, float) / np.where(velocity > 0, velocity, 1.0), 0.0)
+        self._joint[4] = (float(values['contact.velocity_allowance']) * slope + np.maximum(
+            np.asarray(cfg.model.damping, float)[index] - cfg.viscous, 0.0))
+        self._joint[5] = np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb,
+                                    0.0)
+        self.threshold[:] = self.thresholds + self._joint[5]
+        self._cfg = cfg
+        self._forces = np.zeros((1, cfg.model.n, 6))
+        self._entry = self._seen = None
+
+    def reset(self) -> None:
+        """Forget the residual and the previous state (activation, a gap in the states, a
+        command that was not published by the law)."""
+        self.residual[:] = 0.0
+        self.peak[:] = 0.0
+        self._applied[:] = 0.0
+        self._count, self._started = 0, False
+
+    def commanded(self, tau: np.ndarray) -> None:
+        """A command tau (m,) [N·m] was published: it acts until the next state."""
+        self._applied += tau
+        self._count += 1
+
+    def update(self, q: np.ndarray, qd: np.ndarray, dt: float,
+               estimates: np.ndarray | None = None, f_ext: dict | None = None) -> int:
+        """A new state q [rad], qd [rad/s] (model size), dt [s] after the previous one (its
+        stamps): the residual updated; returns the controlled joint's position k (in
+        `cfg.joints`) whose |residual| is the largest share of its threshold beyond it, else
+        -1. estimates: the law's (3, m) a^, b^, d^ (None: off); f_ext: the known wrenches
+        {link: wrench} the law compensates (~/external_wrench), part of the model here."""
+        count = self._count
+        self._count = 0
+        if not self._started or count == 0 or not 0.0 < dt < 1.0:
+            self._last[0], self._last[1] = q, qd
+            self._applied[:] = 0.0
+            self._started = True
+            return -1
+        forces = self._forces
+        if f_ext:
+            forces = body_forces(self._cfg.model, f_ext, 2)
+            forces[1] = 0.0  # g(q) is gravity alone
+        args = (self._cfg.law_model, forces, self._rows, self._last, q, qd, self._joint,
+                _NO_ESTIMATES if estimates is None else estimates, estimates is not None,
+                float(dt), float(count), self.bandwidth)
+        worst = self._call(args)
+        return worst if self.enabled else -1
+
+    def _call(self, args):
+        """_observe(*args), through the overload numba chose once the same objects came twice
+        in a row (its dispatcher types every argument at every call: ~1 µs of ~3), as
+        `Controller._law` does."""
+        entry, seen = self._entry, self._seen
+        if entry is not None and _same(args, entry[1]):
+            return entry[0](*args)
+        worst = _observe(*args)
+        if seen is not None and _same(args, seen):
+            try:
+                self._entry = (_observe.overloads[tuple(typeof(a) for a in args)].entry_point,
+                               args[:8])
+            except (AttributeError, KeyError):  # another numba: the dispatcher every time
+                self._entry = None
+        self._seen = args[:8]
+        return worst
+
+
+def _same(args, last):
+    """The observer's array arguments are the objects of `last` (the rest are its own)."""
+    return (args[0] is last[0] and args[1] is last[1] and args[4] is last[4]
+            and args[5] is last[5] and args[7] is last[7])
+
+
+ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance c',
+        'applied')  # the rows of ContactObserver._joint
+_NO_ESTIMATES = np.zeros((3, 1))
+
+
+@njit(cache=True)
+def _observe(model, forces, rows, last, q, qd, joint, theta, estimating, dt, count, bandwidth):
+    """The observer's step (ContactObserver.update), in place; the worst joint or -1. model:
+    the law's LawModel (its model arrays, index, told friction, `compensate`)."""
+    Q, QD, QDD, T = rows[0], rows[1], rows[2], rows[3]
+    n = q.shape[0]
+    for i in range(n):
+        Q[0, i] = Q[1, i] = q[i]
+        QD[0, i] = 0.5 * (qd[i] + last[1, i])
+        QDD[0, i] = (qd[i] - last[1, i]) / dt
+        QD[1, i] = QDD[1, i] = 0.0
+    compensate = model.compensate
+    used = 2 if compensate else 1
+    rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
+                           model.p_tree, model.I, model.armature, Q[:used], QD[:used],
+                           QDD[:used], model.v0, model.a0, forces, T[:used])
+    alpha = 1.0 - np.exp(-bandwidth * dt)
+    residual, peak, thresholds, threshold = joint[0], joint[1], joint[2], joint[3]
+    worst, share = -1, 1.0
+    for k in range(model.index.shape[0]):
+        i = model.index[k]
+        v = QD[0, i]
+        expected = (T[0, i] + model.viscous[k] * v
+                    + model.coulomb[k] * np.tanh(v / model.width))
+        if estimating:
+            expected += theta[0, k] * QDD[0, i] + theta[1, k] * v + theta[2, k]
+        applied = joint[6, k] / count + (T[1, i] if compensate else 0.0)
+        joint[6, k] = 0.0
+        external = expected - applied
+        if np.isfinite(external):
+            residual[k] += alpha * (external - residual[k])
+        peak[k] = max(peak[k], abs(residual[k]))
+        threshold[k] = thresholds[k] + joint[4, k] * abs(v) + joint[5, k]
+        if abs(residual[k]) > share * threshold[k]:
+            worst, share = k, abs(residual[k]) / threshold[k]
+    for i in range(n):
+        last[0, i], last[1, i] = q[i], qd[i]
+    return worst
