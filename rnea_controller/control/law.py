@@ -170,7 +170,7 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
-                   'elapsed', 'integral')
+                   'elapsed', 'integral', 'settled')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -462,7 +462,7 @@ REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in t
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
 SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
-FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
+FRICTION_CEILING = 1.0  # the estimated viscous torque at the velocity limit, share of effort
 
 
 def _estimation(values, model, index, limits):
@@ -556,7 +556,7 @@ def _workspace(n, m):
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
                   theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
-                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints)
+                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints, settled=joints)
     integers = ('saturation', 'count')
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
@@ -579,6 +579,7 @@ class Controller:
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
         self.estimates, self.integral = arrays['theta'], arrays['integral']
+        self._settled = arrays['settled']
         self._P, self._count = arrays['P'], arrays['count']
         self.work_applied = arrays['applied']
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
@@ -618,6 +619,7 @@ class Controller:
         self._has_previous = False
         self.estimates[:] = 0.0
         self.integral[:] = 0.0
+        self._settled[:] = 0.0
         self._count[:] = 0
         self.work_applied[:] = 0.0
         for k in range(self._P.shape[0]):
@@ -844,18 +846,19 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
                     + model.coulomb[k] * np.tanh(qd_d / model.width))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
-        law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
+        law = T[1, i] + feedback if model.pd else (T[0, i] + model.boost[k] * feedback
+                                                   + _damped(model, theta, k) * model.kp[k] * e)
         raw[k] = (law + friction + theta[2, k] + work.integral[k]
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qdm, closing)
+    _estimate(model, work, qdm, closing, ref)
     _integrate(model, work, ref)
     return True
 
 
 @njit(cache=True)
-def _estimate(model, work, qd, closing):
+def _estimate(model, work, qd, closing, ref):
     """Per controlled joint, once per window of WINDOW ticks, recursive least squares with
     forgetting on the joint's own residual over the window (module doc): r = mean tau_applied
     - RNEA(q, qd, qdd_m)_i (the model's armature, the told friction b qd + c tanh(qd / w)
@@ -871,6 +874,8 @@ def _estimate(model, work, qd, closing):
         if lam < 1.0 and count[0] > 0:
             growth_factor = 1.0 + work.elapsed[0] / ARMATURE_GROWTH
             for k in range(model.index.shape[0]):
+                if ref[1, k] == 0.0 and ref[2, k] == 0.0 and work.settled[k] > 0.0:
+                    continue  # at rest, the integral's: no excitation, one integrator
                 _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
@@ -921,17 +926,34 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
 
 
 @njit(cache=True)
+def _damped(model, theta, k):
+    """b^ / Kd [kg·m²] of controlled joint k (computed_torque with Kd > 0, else 0): the
+    inertia through which Kd's damping equals the measured viscous friction b^. Computed
+    torque adds Kp·(b^ / Kd)·e, and the integral's gain scales by it: a joint whose own
+    friction damps it has a position loop as slow as its stiffness over that damping
+    (docs/controller.md)."""
+    if model.pd or model.kd[k] <= 0.0:
+        return 0.0
+    return theta[1, k] / model.kd[k]
+
+
+@njit(cache=True)
 def _integrate(model, work, ref):
-    """While a joint's reference is at rest (qd_d = qdd_d = 0), it is slower than
-    INTEGRAL_GATE, its command not limited and, with the online estimate on, its inertia
-    measured (a^'s scaled variance P_aa at most SETTLED: a^ has seen accelerations since the
-    estimate started; before, an untold geared joint's integral, acting through M_ii alone,
-    is unstable): integral += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±i_clamp."""
+    """While a joint's reference is at rest (qd_d = qdd_d = 0), its command not limited, the
+    joint slower than INTEGRAL_GATE or moving away from its goal (e·ed > 0: an overshoot
+    unwinds the integral that drove it; approaching fast, the integral is frozen) and, with
+    the online estimate on, its inertia measured once since the estimate started (a^'s
+    scaled variance P_aa at most SETTLED once, `settled`: a^ has seen accelerations; before,
+    an untold geared joint's integral, acting through M_ii alone, is unstable; the variance
+    grows back at rest, which no longer freezes it): integral += dt·Ki·(M_ii(q0) + a^ +
+    b^/Kd)·e, clamped to ±i_clamp."""
     for k in range(model.index.shape[0]):
         e, ed = work.e[0, k], work.e[1, k]
-        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and abs(ed) < INTEGRAL_GATE
+        if work.P[k, 0, 0] <= SETTLED:
+            work.settled[k] = 1.0
+        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and (abs(ed) < INTEGRAL_GATE or e * ed > 0.0)
                 and work.tau[k] == work.raw[k]
-                and (model.forget == 1.0 or work.P[k, 0, 0] <= SETTLED)):
-            value = (work.integral[k]
-                     + model.dt * model.ki * (model.inertia[k] + work.theta[0, k]) * e)
+                and (model.forget == 1.0 or work.settled[k] > 0.0)):
+            inertia = model.inertia[k] + work.theta[0, k] + _damped(model, work.theta, k)
+            value = work.integral[k] + model.dt * model.ki * inertia * e
             work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
