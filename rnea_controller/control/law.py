@@ -170,7 +170,7 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
-                   'elapsed', 'integral', 'settled')
+                   'elapsed', 'integral', 'settled', 'q_mid', 'qd_mid')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -556,7 +556,8 @@ def _workspace(n, m):
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
                   theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
-                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints, settled=joints)
+                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints, settled=joints,
+                  q_mid=(n,), qd_mid=(n,))
     integers = ('saturation', 'count')
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
@@ -771,6 +772,7 @@ def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
     if new and not starting:
         count[1] += 1
         work.elapsed[0] += model.dt if state_dt < 0.0 else state_dt
+    middle = new and not starting and count[1] == WINDOW // 2
     closing = new and count[1] >= WINDOW and work.elapsed[0] > 0.0
     if starting:
         count[0] = count[1] = 0  # a window starts at this state
@@ -780,7 +782,9 @@ def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
     for i in range(q.shape[0]):
         Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
         QD[0, i] = QD[1, i] = qd[i]
-        Q[2, i], QD[2, i] = qm[i], qdm[i]
+        if middle:
+            work.q_mid[i], work.qd_mid[i] = qm[i], qdm[i]
+        Q[2, i], QD[2, i] = work.q_mid[i], work.qd_mid[i]
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
         if starting:
             work.qd_last[i] = qdm[i]
@@ -876,7 +880,8 @@ def _estimate(model, work, qd, closing, ref):
             for k in range(model.index.shape[0]):
                 if ref[1, k] == 0.0 and ref[2, k] == 0.0 and work.settled[k] > 0.0:
                     continue  # at rest, the integral's: no excitation, one integrator
-                _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor)
+                _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
+                                growth_factor)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
