@@ -461,6 +461,7 @@ GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per ti
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
+STUCK_ERROR = 0.005  # [rad]
 SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
 FRICTION_CEILING = 1.0  # the estimated viscous torque at the velocity limit, share of effort
 
@@ -857,6 +858,7 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
     _estimate(model, work, qdm, closing, ref)
+    _unstick(model, work, ref)
     _integrate(model, work, ref)
     return True
 
@@ -928,6 +930,25 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
     growth = (model.inertia[k] + a_old) * growth_factor
     theta[0, k] = min(theta[0, k], growth - model.inertia[k])
+
+
+@njit(cache=True)
+def _unstick(model, work, ref):
+    """A joint that does not follow: its reference moves, it lags more than STUCK_ERROR
+    behind it in the direction of motion, the lag grows (e·ed > 0) and the joint moves at
+    less than half its reference's speed. Its estimated inertia a^ then grows, M_ii + a^ by
+    a factor e per ARMATURE_GROWTH (at most max_armature): an untold rotor held by its
+    friction never accelerates, so the residual never shows it; once the joint moves, the
+    estimate measures a^ again."""
+    if model.forget == 1.0:
+        return
+    growth = model.dt / ARMATURE_GROWTH
+    for k in range(model.index.shape[0]):
+        e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
+        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0
+                and abs(qd_d - ed) < 0.5 * abs(qd_d)):
+            a = work.theta[0, k] + (model.inertia[k] + work.theta[0, k]) * growth
+            work.theta[0, k] = min(a, model.ceilings[0, k])
 
 
 @njit(cache=True)
