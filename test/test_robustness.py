@@ -162,3 +162,44 @@ def test_the_law_of_issue_23_does_not_reach_the_goal_where_the_model_is_wrong():
     pd_rms, _, _ = closed_loop(geared[0], pd_gravity_law())
     _, final, _ = closed_loop(friction[0], node_law({**friction[1], **ISSUE_23}))
     assert rms > pd_rms and final.max() > FINAL, (rms, pd_rms, final)
+
+
+def held_then_released(joint, stiffness, damping, release, values):
+    """The exact arm's demo motion with one joint held at its start by a spring of the
+    environment (`stiffness` [N·m/rad], `damping` [N·m·s/rad], added to the applied torque,
+    unseen by the controller) until `release` [s]: the largest |qd| / velocity limit after the
+    release and the final error [rad]."""
+    plant = Plant(URDF, PlantOptions())
+    plant.reset(START)
+    cfg = validate_parameters({**TOLD_NO_FRICTION, **values}, MODEL)
+    controller, ref = Controller(cfg), reference()
+    previous, fastest = None, 0.0
+    for k in range(int(round((MOVE + HOLD) / DT))):
+        t = k * DT
+        tau = controller.command(cfg, plant.q, plant.qd, ref.sample(t + DT))
+        applied = np.array(tau if previous is None else previous)
+        previous = tau.copy()
+        if t < release:
+            applied[joint] += (stiffness * (START[joint] - plant.q[joint])
+                               - damping * plant.qd[joint])
+        plant.step(applied)
+        if t >= release:
+            fastest = max(fastest, np.max(np.abs(plant.qd) / MODEL.velocity_limits))
+    return fastest, np.abs(ref.sample(MOVE + HOLD)[0] - plant.q).max()
+
+
+@pytest.mark.parametrize('joint, stiffness, damping, release', [
+    (4, 1000.0, 3.0, 1.5), (4, 100.0, 0.5, 2.5), (6, 50.0, 0.1, 1.5)],
+    ids=['joint5 stiff hold', 'joint5 soft hold', 'joint7 hold'])
+def test_a_joint_held_while_its_reference_moves_then_released_does_not_overspeed(
+        joint, stiffness, damping, release):
+    """What the estimate grows while a joint does not follow (an untold geared joint's
+    friction, or here a hold the controller does not see) is bounded: released, the joint
+    stays under 1.5× its velocity limit (measured 1.14, 0.71, 1.36; the law of issue 23 0.40,
+    0.10, 0.29; the rule before its bounds up to 3.3×) and ends near its goal (1.0e-3, 1.9e-2,
+    1.3e-2 rad after 1.5 s at rest: the estimate took the hold for inertia and unlearns it
+    slowly; the law of issue 23 ends at the goal)."""
+    fastest, final = held_then_released(joint, stiffness, damping, release, {})
+    print(f'\nheld joint{joint + 1} {stiffness:g} N·m/rad to {release} s: {fastest:.2f} x the '
+          f'velocity limit, final {final:.1e} rad')
+    assert fastest <= 1.5 and final <= 0.05, (fastest, final)

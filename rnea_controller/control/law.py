@@ -57,9 +57,10 @@ estimates online what the arm shows beyond its model, state in `LawWork`, update
   joint its own friction damps has a position loop as slow as its stiffness over that
   damping; the added stiffness keeps it near Kp / Kd), d^ the command;
 - a joint that does not follow (`_unstick`: its reference moves, it lags more than
-  STUCK_ERROR behind, more each tick, at under half the reference's speed) grows a^ by e per
-  ARMATURE_GROWTH: an untold rotor held by its friction never accelerates, so no residual
-  shows its inertia; once it moves the estimate measures a^ again;
+  STUCK_ERROR behind, more each tick, and stands still) grows a^ by e per ARMATURE_GROWTH
+  while its feedback torque is under UNSTICK_TORQUE × the effort limit: an untold rotor held
+  by its friction never accelerates, so no residual shows its inertia; once it moves the
+  estimate measures a^ again;
 - an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
   than INTEGRAL_GATE and than Kp/Kd |e| (`_pace`), or moving away from its goal, its command
   not limited and, with the
@@ -475,6 +476,7 @@ REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in t
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
 STUCK_ERROR = 0.005  # [rad]
+UNSTICK_TORQUE = 0.05  # share of the effort limit
 SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
 FRICTION_CEILING = 1.0  # the estimated viscous torque at the velocity limit, share of effort
 
@@ -948,20 +950,33 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
 @njit(cache=True)
 def _unstick(model, work, ref):
     """A joint that does not follow: its reference moves, it lags more than STUCK_ERROR
-    behind it in the direction of motion, the lag grows (e·ed > 0) and the joint moves at
-    less than half its reference's speed. Its estimated inertia a^ then grows, M_ii + a^ by
-    a factor e per ARMATURE_GROWTH (at most max_armature): an untold rotor held by its
-    friction never accelerates, so the residual never shows it; once the joint moves, the
-    estimate measures a^ again."""
+    behind it in the direction of motion and more each tick (e·ed > 0), it stands still
+    (slower than INTEGRAL_GATE and than half its reference) and its command is not limited.
+    Its estimated inertia a^ then grows, M_ii + a^ by a factor e per ARMATURE_GROWTH (at
+    most max_armature), while the feedback's torque Kp (M_ii + a^) |e| is under
+    UNSTICK_TORQUE × the effort limit (enough to break a geared joint's friction; an untold
+    rotor held by its friction never accelerates, so the residual never shows its inertia),
+    and a^'s variance is reset to its largest (a guess, not a measurement: once the joint
+    moves, the residual corrects it at once). Bounded so, because a joint held by something
+    else (an obstacle, a hand) and let go is back at its true inertia, perhaps the model's:
+    measured on the xArm7, a wrist held by a spring while its reference moved, then released,
+    peaked at 1.1-1.4× its velocity limit (0.1 × effort and a joint slower than half its
+    reference: 2.0-3.3×; without the rule 0.4-0.8×)."""
     if model.forget == 1.0:
         return
     growth = model.dt / ARMATURE_GROWTH
     for k in range(model.index.shape[0]):
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
+        inertia = model.inertia[k] + work.theta[0, k]
         if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0
-                and abs(qd_d - ed) < 0.5 * abs(qd_d)):
-            a = work.theta[0, k] + (model.inertia[k] + work.theta[0, k]) * growth
-            work.theta[0, k] = min(a, model.ceilings[0, k])
+                and abs(qd_d - ed) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
+                and work.tau[k] == work.raw[k]
+                and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
+            work.theta[0, k] = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
+            P = work.P[k]
+            for b in range(1, ESTIMATED):
+                P[0, b] = P[b, 0] = 0.0
+            P[0, 0] = GAIN  # a^ grown without evidence: the first acceleration corrects it
 
 
 @njit(cache=True)
