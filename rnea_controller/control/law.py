@@ -962,7 +962,7 @@ def _unstick(model, work, ref):
     measured on the xArm7, a wrist held by a spring while its reference moved, then released,
     peaked at 1.1-1.4× its velocity limit (0.1 × effort and a joint slower than half its
     reference: 2.0-3.3×; without the rule 0.4-0.8×)."""
-    if model.forget == 1.0:
+    if model.forget == 1.0 or model.pd:  # feedforward_pd: its gains do not act through M
         return
     growth = model.dt / ARMATURE_GROWTH
     for k in range(model.index.shape[0]):
