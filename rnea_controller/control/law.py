@@ -50,7 +50,8 @@ estimates online what the arm shows beyond its model, state in `LawWork`, update
   rotor is learnt within a few tenths of a second). Coulomb friction is not estimated:
   tanh(qd / w) is nearly constant over a motion and is traded off against d^ (measured: the
   wrong-link rows diverged with it). A joint whose reference rests while its integral runs
-  is not estimated (no excitation; two integrators of one error hunted on Coulomb friction);
+  is not estimated (no excitation; two integrators of one error hunted on Coulomb friction),
+  nor a window whose positions contradict its velocities (`_consistent`);
 - a^ enters the RNEA rows as armature (computed torque's feedback acts through M + a^: an
   untold geared joint regains its stiffness, and only as far as the arm's measured response
   shows), b^ the friction feedforward b^·qd_d and a stiffness Kp·(b^ / Kd)·e (`_damped`: a
@@ -184,7 +185,7 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
-                   'elapsed', 'integral', 'settled', 'q_mid', 'qd_mid')
+                   'elapsed', 'integral', 'settled', 'q_mid', 'qd_mid', 'q_first')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -476,6 +477,7 @@ REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in t
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
 STUCK_ERROR = 0.005  # [rad]
+CONSISTENT = 1e-4  # [rad]
 UNSTICK_TORQUE = 0.05  # share of the effort limit
 SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
 FRICTION_CEILING = 1.0  # the estimated viscous torque at the velocity limit, share of effort
@@ -573,7 +575,7 @@ def _workspace(n, m):
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
                   theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                   qd_last=(n,), count=(3,), elapsed=(1,), integral=joints, settled=joints,
-                  q_mid=(n,), qd_mid=(n,))
+                  q_mid=(n,), qd_mid=(n,), q_first=(n,))
     integers = ('saturation', 'count')
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
@@ -804,6 +806,7 @@ def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
         if starting:
             work.qd_last[i] = qdm[i]
+            work.q_first[i] = qm[i]
         QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
@@ -872,14 +875,14 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qdm, closing, ref)
+    _estimate(model, work, qm, qdm, closing, ref)
     _unstick(model, work, ref)
     _integrate(model, work, ref)
     return True
 
 
 @njit(cache=True)
-def _estimate(model, work, qd, closing, ref):
+def _estimate(model, work, q, qd, closing, ref):
     """Per controlled joint, once per window of WINDOW ticks, recursive least squares with
     forgetting on the joint's own residual over the window (module doc): r = mean tau_applied
     - RNEA(q, qd, qdd_m)_i (the model's armature, the told friction b qd + c tanh(qd / w)
@@ -897,12 +900,15 @@ def _estimate(model, work, qd, closing, ref):
             for k in range(model.index.shape[0]):
                 if ref[1, k] == 0.0 and ref[2, k] == 0.0 and work.settled[k] > 0.0:
                     continue  # at rest, the integral's: no excitation, one integrator
+                if not _consistent(work, model.index[k], q, qd):
+                    continue  # velocities the positions contradict: not the arm's motion
                 _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
                                 growth_factor)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
             work.qd_last[i] = qd[i]
+            work.q_first[i] = q[i]
         count[0] = count[1] = 0
         work.elapsed[0] = 0.0
     if count[2] == 0:
@@ -910,6 +916,18 @@ def _estimate(model, work, qd, closing, ref):
     for k in range(model.index.shape[0]):
         applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
     count[0] += 1
+
+
+@njit(cache=True)
+def _consistent(work, i, q, qd):
+    """The window's positions agree with its velocities at joint i: the change of q over the
+    window is their trapezoid mean times its duration, within a quarter of that plus
+    CONSISTENT [rad] (stamp jitter, a velocity filter's lag). A state whose velocity its
+    positions contradict (a broken or hostile publisher, a test's constant state) is not a
+    motion of the arm to learn from."""
+    moved = q[i] - work.q_first[i]
+    expected = 0.5 * (work.qd_last[i] + qd[i]) * work.elapsed[0]
+    return abs(moved - expected) <= 0.25 * abs(expected) + CONSISTENT
 
 
 @njit(cache=True)
