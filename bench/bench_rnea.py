@@ -7,8 +7,8 @@ For UR5 (6 joints) and Panda (7 joints, fingers locked), on the same random stat
 - the controller's law tick (`Controller.command`, one compiled call: RNEA rows, friction,
   limits, the online estimate, the integral) with rotor inertia (`armature.<joint>`, issue 23)
   off and on at one fixed state, and with the states moving (a new velocity every tick), the
-  online estimate and integral of issue 29 on (opt-in) against the defaults (both off: the law
-  of issue 23) on the same moving states; repeats interleaved;
+  online estimate and integral of issue 29 on (the defaults) against both off (the law of
+  issue 23) on the same moving states; repeats interleaved;
 - the tick with contact detection (the defaults' law plus `ContactObserver.commanded` and
   `.update` on each new state, as ros/loop.py calls them: one more RNEA row) against the law
   alone on the same moving states.
@@ -34,7 +34,7 @@ ARMS = {
     'Panda': ('panda_description/urdf/panda.urdf', ['panda_finger_joint1', 'panda_finger_joint2']),
 }
 N_BATCH = 10_000
-ESTIMATING = {'estimation.forgetting_time': 1.0, 'integral_gain': 4000.0}  # issue 29, opt-in
+ESTIMATING = {}  # issue 29: the defaults (the online estimate and the integral on)
 
 
 def per_call_us(function, calls, repeats=7):
@@ -153,7 +153,7 @@ def main():
         print(f'{r["name"]:<7}{r["batch"]:>13.3f}{r["loop"]:>20.3f}{ratio:>11.1f}')
     print('\nlaw tick (Controller.command) [µs per tick], best of 7 interleaved repeats: at '
           'one fixed state, rotor inertia off / on (armature.<joint> 0.1 kg·m²); states '
-          'moving, the online estimate on (opt-in) / off (defaults, the law of issue 23)')
+          'moving, the online estimate on (the defaults) / off (the law of issue 23)')
     print(f'{"arm":<7}{"off":>8}{"on":>8}{"on/off":>8}{"moving":>9}{"issue 23":>10}'
           f'{"ratio":>7}')
     for r in laws:

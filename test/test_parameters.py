@@ -84,10 +84,10 @@ def test_the_issue_parameters_exist_with_their_contract_defaults():
         'constraints.goal_time': 0.0, 'state_publish_rate': 50.0, 'action_monitor_rate': 20.0,
         'effort_controller': 'effort_controller', 'command_topic': 'effort_controller/commands',
         # issue 29: the URDF's <dynamics> only when asked (friction_source: urdf); the online
-        # estimate and the integral at rest are opt-in (docs/controller.md)
+        # estimate and the integral at rest on by default (docs/controller.md)
         'friction_source': 'none', 'friction.<joint>.viscous': None,
-        'friction.<joint>.coulomb': None, 'estimation.forgetting_time': 0.0,
-        'estimation.max_armature': 1.0, 'integral_gain': 0.0, 'integral_clamp': 0.2,
+        'friction.<joint>.coulomb': None, 'estimation.forgetting_time': 1.0,
+        'estimation.max_armature': 1.0, 'integral_gain': 4000.0, 'integral_clamp': 0.2,
         'armature.<joint>': 0.0,
         'constraints.<joint>.trajectory': 0.0, 'constraints.<joint>.goal': 0.0,
     }

@@ -1,19 +1,20 @@
-"""The model is never the arm (issue 29): the node's law against a PD + gravity controller
-tuned on the TRUE arm, on a simulated xArm7 (MuJoCo, `sim.plant`) whose truth differs from its
-URDF in one way at a time.
+"""The model is never the arm (issue 29): the node's law with its DEFAULT parameters against a
+PD + gravity controller tuned on the TRUE arm, on a simulated xArm7 (MuJoCo, `sim.plant`) whose
+truth differs from its URDF in one way at a time.
 
 In process, lockstep simulated time (load-proof): the plant steps at 1 kHz; the command
 computed from the state at step k acts during step k + 1 (one tick of delay, as a command
 published after its state arrives); both controllers get the same states, reference and delay.
 The node's law is `Controller` with the `ControllerConfig` of `validate_parameters` (what the
-node runs), told the URDF only: with its defaults, and with the online estimate and the
-integral at rest switched on (ESTIMATING, opt-in: docs/controller.md says why). The
-reference: tau = g(q) + Kp e + Kd ed, g by MuJoCo on the URDF (`Plant.gravity`), Kp = 400 m_i,
-Kd = 40 m_i, m_i = 1 / (M^-1)_ii of the TRUE arm at the start pose (MuJoCo's `mj_fullM` on the
-plant, armature included). Estimating, also with the states as the node gets them: not in
-lockstep with the ticks (`lockstep`'s arrivals: a new state every one or two ticks, ±0.2 ms of
-stamp jitter; the law gets each new state's time step, 0 for a repeat). `pytest -s` prints the
-table.
+node runs), told the URDF only, with its defaults (the online estimate and the integral at
+rest on since issue 29 d1; docs/controller.md). The reference: tau = g(q) + Kp e + Kd ed, g by
+MuJoCo on the URDF (`Plant.gravity`), Kp = 400 m_i, Kd = 40 m_i, m_i = 1 / (M^-1)_ii of the
+TRUE arm at the start pose (MuJoCo's `mj_fullM` on the plant, armature included). Both also
+with the states as the node gets them: not in lockstep with the ticks (`lockstep`'s arrivals:
+a new state every one or two ticks, ±0.2 ms of stamp jitter; the law gets each new state's
+time step, 0 for a repeat). Issue 29's bounds in every row: never above 1.5× the velocity
+limits, final error ≤ 1e-3 rad, RMS no worse than the reference; on the exact model ≥ 10×
+better. `pytest -s` prints the table.
 """
 import math
 
@@ -44,9 +45,8 @@ ROWS = {  # name: (what the plant is, what the node is told)
     'links off 30 % / 3 cm': (PlantOptions(link_errors=(7, 0.3, 0.3, 0.03)), {}),
 }
 ARRIVALS = 29  # the seed of the asynchronous states (`lockstep`)
-ESTIMATING = {'estimation.forgetting_time': 1.0, 'integral_gain': 4000.0}
-FINAL = {name: 1e-3 for name in ROWS}
-FINAL['URDF friction true'] = 3e-2  # measured 1.4e-2: the known shortfall (docs/controller.md)
+FINAL = 1e-3  # [rad] issue 29: every row ends within this of its goal
+ISSUE_23 = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0}  # the law before issue 29
 
 
 def reference():
@@ -110,63 +110,96 @@ def pd_gravity_law():
 
 @pytest.fixture(scope='module')
 def table():
-    rows = {name: (closed_loop(options, node_law({**told, **ESTIMATING})),
-                   closed_loop(options, node_law(told)),
+    rows = {name: (closed_loop(options, node_law(told)),
                    closed_loop(options, pd_gravity_law()),
-                   closed_loop(options, node_law({**told, **ESTIMATING}), arrivals=ARRIVALS),
+                   closed_loop(options, node_law(told), arrivals=ARRIVALS),
                    closed_loop(options, pd_gravity_law(), arrivals=ARRIVALS))
             for name, (options, told) in ROWS.items()}
-    print('\n| the simulated arm | node, estimating: RMS / final error [rad] | node, defaults | '
-          'PD + gravity | asynchronous states: node, estimating | PD + gravity |'
-          '\n|---|---|---|---|---|---|')
+    print('\n| the simulated arm | node, defaults: RMS / final error [rad] | PD + gravity | '
+          'asynchronous states: node, defaults | PD + gravity |\n|---|---|---|---|---|')
     for name, runs in rows.items():
         print(f'| {name} | ' + ' | '.join(f'{rms:.2e} / {final.max():.1e}'
                                           for rms, final, _ in runs) + ' |')
     return rows
 
 
+@pytest.mark.parametrize('arrivals', [0, 2], ids=['lockstep', 'asynchronous states'])
 @pytest.mark.parametrize('row', list(ROWS))
-def test_estimating_it_tracks_no_worse_than_pd_gravity_on_the_true_arm_and_reaches_its_goal(
-        table, row):
-    (rms, final, fastest), _, (pd_rms, _, _) = table[row][:3]
+def test_with_its_defaults_it_tracks_no_worse_than_pd_gravity_on_the_true_arm_and_reaches_its_goal(
+        table, row, arrivals):
+    """Asynchronous: as the node gets them, a new state every one or two ticks, with jitter
+    (`lockstep`); the estimate takes new states only, at their stamps' time step."""
+    (rms, final, fastest), (pd_rms, _, _) = table[row][arrivals:arrivals + 2]
     assert fastest <= 1.5, f'{row}: {fastest:.2f} x the velocity limit'
-    assert final.max() <= FINAL[row], f'{row}: final error {final}'
+    assert final.max() <= FINAL, f'{row}: final error {final}'
     assert rms <= pd_rms, f'{row}: RMS {rms:.3g} rad, PD + gravity {pd_rms:.3g}'
 
 
-@pytest.mark.parametrize('row', list(ROWS))
-def test_with_states_not_in_lockstep_with_its_ticks_it_still_beats_pd_gravity_and_reaches_its_goal(
-        table, row):
-    """As the node gets them: a new state every one or two ticks, with jitter (`lockstep`);
-    the estimate takes new states only, at their stamps' time step."""
-    (rms, final, fastest), (pd_rms, _, _) = table[row][3], table[row][4]
-    assert fastest <= 1.5, f'{row}: {fastest:.2f} x the velocity limit'
-    assert final.max() <= FINAL[row], f'{row}: final error {final}'
-    assert rms <= pd_rms, f'{row}: RMS {rms:.3g} rad, PD + gravity {pd_rms:.3g}'
-
-
-@pytest.mark.parametrize('row', list(ROWS))
-def test_with_its_defaults_it_never_runs_away(table, row):
-    """The URDF's friction tags no longer spin the wrist (issue 29, item 1); what the defaults
-    leave in the other rows is in docs/controller.md."""
-    _, (_, _, fastest) = table[row][:2]
-    assert fastest <= 1.5, f'{row}: {fastest:.2f} x the velocity limit'
-
-
-@pytest.mark.parametrize('which', [0, 1], ids=['estimating', 'defaults'])
-def test_on_the_exact_model_at_least_10x_better_than_pd_gravity(table, which):
+@pytest.mark.parametrize('arrivals', [0, 2], ids=['lockstep', 'asynchronous states'])
+def test_on_the_exact_model_at_least_10x_better_than_pd_gravity(table, arrivals):
     for row in ('exact (told friction 0)', 'URDF friction tags are placeholders'):
-        (rms, final, _), (pd_rms, _, _) = table[row][which], table[row][2]
-        assert 10.0 * rms <= pd_rms and final.max() <= 1e-3, (row, rms, final, pd_rms)
+        (rms, final, _), (pd_rms, _, _) = table[row][arrivals:arrivals + 2]
+        assert 10.0 * rms <= pd_rms and final.max() <= FINAL, (row, rms, final, pd_rms)
 
 
 @pytest.mark.parametrize('seed', [1, 2, 3])
 def test_other_wrong_links_stay_stable_reach_the_goal_and_beat_pd_gravity(seed):
-    """Estimating, the links row with other seeds: the estimate must not turn a model error
-    into an instability (a tracking-error adaptation tried first did, 11-29× the velocity
-    limit)."""
+    """The links row with other seeds: the estimate must not turn a model error into an
+    instability (a tracking-error adaptation tried first did, 11-29× the velocity limit)."""
     options = PlantOptions(link_errors=(seed, 0.3, 0.3, 0.03))
-    rms, final, fastest = closed_loop(options, node_law(ESTIMATING))
+    rms, final, fastest = closed_loop(options, node_law({}))
     pd_rms, _, _ = closed_loop(options, pd_gravity_law())
     print(f'\nlinks seed {seed}: node {rms:.2e} / {final.max():.1e}, PD + gravity {pd_rms:.2e}')
-    assert fastest <= 1.5 and final.max() <= 1e-3 and rms <= pd_rms, (fastest, final, rms)
+    assert fastest <= 1.5 and final.max() <= FINAL and rms <= pd_rms, (fastest, final, rms)
+
+
+def test_the_law_of_issue_23_does_not_reach_the_goal_where_the_model_is_wrong():
+    """The harness can fail: without the estimate and the integral (issue 23's law, the
+    defaults before) the geared row tracks worse than the reference and the friction row stops
+    short of the goal."""
+    geared, friction = ROWS['geared: + armature 0.1 kg·m²'], ROWS['URDF friction true']
+    rms, _, _ = closed_loop(geared[0], node_law({**geared[1], **ISSUE_23}))
+    pd_rms, _, _ = closed_loop(geared[0], pd_gravity_law())
+    _, final, _ = closed_loop(friction[0], node_law({**friction[1], **ISSUE_23}))
+    assert rms > pd_rms and final.max() > FINAL, (rms, pd_rms, final)
+
+
+def held_then_released(joint, stiffness, damping, release, values):
+    """The exact arm's demo motion with one joint held at its start by a spring of the
+    environment (`stiffness` [N·m/rad], `damping` [N·m·s/rad], added to the applied torque,
+    unseen by the controller) until `release` [s]: the largest |qd| / velocity limit after the
+    release and the final error [rad]."""
+    plant = Plant(URDF, PlantOptions())
+    plant.reset(START)
+    cfg = validate_parameters({**TOLD_NO_FRICTION, **values}, MODEL)
+    controller, ref = Controller(cfg), reference()
+    previous, fastest = None, 0.0
+    for k in range(int(round((MOVE + HOLD) / DT))):
+        t = k * DT
+        tau = controller.command(cfg, plant.q, plant.qd, ref.sample(t + DT))
+        applied = np.array(tau if previous is None else previous)
+        previous = tau.copy()
+        if t < release:
+            applied[joint] += (stiffness * (START[joint] - plant.q[joint])
+                               - damping * plant.qd[joint])
+        plant.step(applied)
+        if t >= release:
+            fastest = max(fastest, np.max(np.abs(plant.qd) / MODEL.velocity_limits))
+    return fastest, np.abs(ref.sample(MOVE + HOLD)[0] - plant.q).max()
+
+
+@pytest.mark.parametrize('joint, stiffness, damping, release', [
+    (4, 1000.0, 3.0, 1.5), (4, 100.0, 0.5, 2.5), (6, 50.0, 0.1, 1.5)],
+    ids=['joint5 stiff hold', 'joint5 soft hold', 'joint7 hold'])
+def test_a_joint_held_while_its_reference_moves_then_released_does_not_overspeed(
+        joint, stiffness, damping, release):
+    """What the estimate grows while a joint does not follow (an untold geared joint's
+    friction, or here a hold the controller does not see) is bounded: released, the joint
+    stays under 1.5× its velocity limit (measured 1.14, 0.71, 1.36; the law of issue 23 0.40,
+    0.10, 0.29; the rule before its bounds up to 3.3×) and ends near its goal (1.0e-3, 1.9e-2,
+    1.3e-2 rad after 1.5 s at rest: the estimate took the hold for inertia and unlearns it
+    slowly; the law of issue 23 ends at the goal)."""
+    fastest, final = held_then_released(joint, stiffness, damping, release, {})
+    print(f'\nheld joint{joint + 1} {stiffness:g} N·m/rad to {release} s: {fastest:.2f} x the '
+          f'velocity limit, final {final:.1e} rad')
+    assert fastest <= 1.5 and final <= 0.05, (fastest, final)

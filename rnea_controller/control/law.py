@@ -20,40 +20,55 @@ Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeh
 Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
 urdf` the URDF's `<dynamics damping friction>`; the notes report the URDF's values either way.
 
-The model is never the arm (issue 29), opt-in (`estimation.forgetting_time` > 0,
-`integral_gain` > 0; off by default, docs/controller.md says why): per controlled joint the
-law estimates online what the arm shows beyond its model, state in `LawWork`, updated by
+The model is never the arm (issue 29), on by default (`estimation.forgetting_time` 1 s,
+`integral_gain` 4000; 0 turns each off: the law of issue 23): per controlled joint the law
+estimates online what the arm shows beyond its model, state in `LawWork`, updated by
 `_estimate` after each tick's limits (one compiled call):
 - r = mean tau_applied - RNEA(q_m, qd_m, qdd_m)_i over a window of WINDOW new states: q_m,
-  qd_m the state as measured (not as predicted to where the command acts), qdd_m the change
-  of qd_m over the window over its duration by the states' stamps (`command`'s state_dt: the
-  node's states are not in lockstep with its ticks; a repeated state is not counted),
-  tau_applied the mean of the commands of its ticks (with the robot's g(q) if it compensates
-  gravity); the model's own armature and the told friction are in the model, so r is what
-  the model misses. The window spreads pairing and timing errors (per tick, a one-tick error
-  in the pairing made the estimate's loop run away on a wrong-link arm);
+  qd_m the state as measured (not as predicted to where the command acts) at the window's
+  middle (the mean command and the mean acceleration belong there: at the window's end the
+  row was a state off, which on the exact UR5 cost 3.5x the tracking of the law without the
+  estimate; at the middle 1.15x), qdd_m the change of qd_m over the window over its duration
+  by the states' stamps (`command`'s state_dt: the node's states are not in lockstep with its
+  ticks; a repeated state is not counted), tau_applied the mean of the commands of its ticks
+  (with the robot's g(q) if it compensates gravity); the model's own armature and the told
+  friction are in the model, so r is what the model misses. The window spreads pairing and
+  timing errors (per tick, a one-tick error in the pairing made the estimate's loop run away
+  on a wrong-link arm);
 - r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
   `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
   (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
-  friction (its torque at the velocity limit at most FRICTION_CEILING × the effort limit), d^
-  a slowly varying torque (gravity of wrong links, friction at rest; at most integral_clamp ×
-  the effort limit). The regressors are scaled to about 1 at a reference velocity (the
-  velocity limit) and acceleration (it over REACH), and the covariance's diagonal is kept at
-  most GAIN: no estimate takes more than about half a window's residual, so that the loop the
-  estimate closes (d^ and a^ act on the arm, whose response they are estimated from) stays
-  slow, whatever the command's delay; M_ii + a^ grows at most by a factor e per
-  ARMATURE_GROWTH (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its
-  feedback within ticks; a real rotor is learnt within a few tenths of a second). Coulomb
-  friction is not estimated: tanh(qd / w) is nearly constant over a motion and is traded off
-  against d^ (measured: the wrong-link rows diverged with it);
+  friction (its torque at the velocity limit at most FRICTION_CEILING × the effort limit: a
+  joint with more could not reach its velocity limit), d^ a slowly varying torque (gravity
+  of wrong links, friction at rest; at most integral_clamp × the effort limit). The
+  regressors are scaled to about 1 at a reference velocity (the velocity limit) and
+  acceleration (it over REACH), and the covariance's diagonal is kept at most GAIN: no
+  estimate takes more than about half a window's residual, so that the loop the estimate
+  closes (d^ and a^ act on the arm, whose response they are estimated from) stays slow,
+  whatever the command's delay; M_ii + a^ grows at most by a factor e per ARMATURE_GROWTH
+  (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its feedback within ticks; a real
+  rotor is learnt within a few tenths of a second). Coulomb friction is not estimated:
+  tanh(qd / w) is nearly constant over a motion and is traded off against d^ (measured: the
+  wrong-link rows diverged with it). A joint whose reference rests while its integral runs
+  is not estimated (no excitation; two integrators of one error hunted on Coulomb friction),
+  nor a window whose positions contradict its velocities (`_consistent`);
 - a^ enters the RNEA rows as armature (computed torque's feedback acts through M + a^: an
   untold geared joint regains its stiffness, and only as far as the arm's measured response
-  shows), b^ the friction feedforward b^·qd_d, d^ the command;
+  shows), b^ the friction feedforward b^·qd_d and a stiffness Kp·(b^ / Kd)·e (`_damped`: a
+  joint its own friction damps has a position loop as slow as its stiffness over that
+  damping; the added stiffness keeps it near Kp / Kd), d^ the command;
+- a joint that does not follow (`_unstick`: its reference moves, it lags more than
+  STUCK_ERROR behind, more each tick, and stands still) grows a^ by e per ARMATURE_GROWTH
+  while its feedback torque is under UNSTICK_TORQUE × the effort limit: an untold rotor held
+  by its friction never accelerates, so no residual shows its inertia; once it moves the
+  estimate measures a^ again;
 - an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
-  than INTEGRAL_GATE, its command not limited and, with the estimate on, a^ measured (its
-  scaled variance at most SETTLED; before, on an untold geared joint, the integral through
-  M_ii alone is unstable when (M_ii + a^) Kp Kd < J Ki): += dt·Ki·(M_ii(q0) + a^)·e,
-  clamped to ±integral_clamp × the effort limit.
+  than INTEGRAL_GATE and than Kp/Kd |e| (`_pace`), or moving away from its goal, its command
+  not limited and, with the
+  estimate on, a^ measured once (its scaled variance at most SETTLED once; before, on an
+  untold geared joint, the integral through M_ii alone is unstable when (M_ii + a^) Kp Kd
+  < J Ki): += dt·Ki·(M_ii(q0) + a^ + b^/Kd)·e, clamped to ±integral_clamp × the effort
+  limit.
 `reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and
 restarts the estimator's window (a gravity hold is not the law's command).
 
@@ -170,7 +185,7 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
-                   'elapsed', 'integral')
+                   'elapsed', 'integral', 'settled', 'q_mid', 'qd_mid', 'q_first')
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -461,8 +476,11 @@ GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per ti
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
+STUCK_ERROR = 0.005  # [rad]
+CONSISTENT = 1e-4  # [rad]
+UNSTICK_TORQUE = 0.05  # share of the effort limit
 SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
-FRICTION_CEILING = 0.25  # the estimated viscous torque at the velocity limit, share of effort
+FRICTION_CEILING = 1.0  # the estimated viscous torque at the velocity limit, share of effort
 
 
 def _estimation(values, model, index, limits):
@@ -556,7 +574,8 @@ def _workspace(n, m):
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
                   theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
-                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints)
+                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints, settled=joints,
+                  q_mid=(n,), qd_mid=(n,), q_first=(n,))
     integers = ('saturation', 'count')
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
@@ -579,6 +598,7 @@ class Controller:
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
         self.estimates, self.integral = arrays['theta'], arrays['integral']
+        self._settled = arrays['settled']
         self._P, self._count = arrays['P'], arrays['count']
         self.work_applied = arrays['applied']
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
@@ -618,6 +638,7 @@ class Controller:
         self._has_previous = False
         self.estimates[:] = 0.0
         self.integral[:] = 0.0
+        self._settled[:] = 0.0
         self._count[:] = 0
         self.work_applied[:] = 0.0
         for k in range(self._P.shape[0]):
@@ -769,6 +790,7 @@ def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
     if new and not starting:
         count[1] += 1
         work.elapsed[0] += model.dt if state_dt < 0.0 else state_dt
+    middle = new and not starting and count[1] == WINDOW // 2
     closing = new and count[1] >= WINDOW and work.elapsed[0] > 0.0
     if starting:
         count[0] = count[1] = 0  # a window starts at this state
@@ -778,10 +800,13 @@ def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
     for i in range(q.shape[0]):
         Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
         QD[0, i] = QD[1, i] = qd[i]
-        Q[2, i], QD[2, i] = qm[i], qdm[i]
+        if middle:
+            work.q_mid[i], work.qd_mid[i] = qm[i], qdm[i]
+        Q[2, i], QD[2, i] = work.q_mid[i], work.qd_mid[i]
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
         if starting:
             work.qd_last[i] = qdm[i]
+            work.q_first[i] = qm[i]
         QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
@@ -844,18 +869,20 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
                     + model.coulomb[k] * np.tanh(qd_d / model.width))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
-        law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback
+        law = T[1, i] + feedback if model.pd else (T[0, i] + model.boost[k] * feedback
+                                                   + _damped(model, theta, k) * model.kp[k] * e)
         raw[k] = (law + friction + theta[2, k] + work.integral[k]
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qdm, closing)
+    _estimate(model, work, qm, qdm, closing, ref)
+    _unstick(model, work, ref)
     _integrate(model, work, ref)
     return True
 
 
 @njit(cache=True)
-def _estimate(model, work, qd, closing):
+def _estimate(model, work, q, qd, closing, ref):
     """Per controlled joint, once per window of WINDOW ticks, recursive least squares with
     forgetting on the joint's own residual over the window (module doc): r = mean tau_applied
     - RNEA(q, qd, qdd_m)_i (the model's armature, the told friction b qd + c tanh(qd / w)
@@ -871,11 +898,17 @@ def _estimate(model, work, qd, closing):
         if lam < 1.0 and count[0] > 0:
             growth_factor = 1.0 + work.elapsed[0] / ARMATURE_GROWTH
             for k in range(model.index.shape[0]):
-                _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor)
+                if ref[1, k] == 0.0 and ref[2, k] == 0.0 and work.settled[k] > 0.0:
+                    continue  # at rest, the integral's: no excitation, one integrator
+                if not _consistent(work, model.index[k], q, qd):
+                    continue  # velocities the positions contradict: not the arm's motion
+                _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
+                                growth_factor)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
             work.qd_last[i] = qd[i]
+            work.q_first[i] = q[i]
         count[0] = count[1] = 0
         work.elapsed[0] = 0.0
     if count[2] == 0:
@@ -883,6 +916,18 @@ def _estimate(model, work, qd, closing):
     for k in range(model.index.shape[0]):
         applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
     count[0] += 1
+
+
+@njit(cache=True)
+def _consistent(work, i, q, qd):
+    """The window's positions agree with its velocities at joint i: the change of q over the
+    window is their trapezoid mean times its duration, within a quarter of that plus
+    CONSISTENT [rad] (stamp jitter, a velocity filter's lag). A state whose velocity its
+    positions contradict (a broken or hostile publisher, a test's constant state) is not a
+    motion of the arm to learn from."""
+    moved = q[i] - work.q_first[i]
+    expected = 0.5 * (work.qd_last[i] + qd[i]) * work.elapsed[0]
+    return abs(moved - expected) <= 0.25 * abs(expected) + CONSISTENT
 
 
 @njit(cache=True)
@@ -921,17 +966,76 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
 
 
 @njit(cache=True)
+def _unstick(model, work, ref):
+    """A joint that does not follow: its reference moves, it lags more than STUCK_ERROR
+    behind it in the direction of motion and more each tick (e·ed > 0), it stands still
+    (slower than INTEGRAL_GATE and than half its reference) and its command is not limited.
+    Its estimated inertia a^ then grows, M_ii + a^ by a factor e per ARMATURE_GROWTH (at
+    most max_armature), while the feedback's torque Kp (M_ii + a^) |e| is under
+    UNSTICK_TORQUE × the effort limit (enough to break a geared joint's friction; an untold
+    rotor held by its friction never accelerates, so the residual never shows its inertia),
+    and a^'s variance is reset to its largest (a guess, not a measurement: once the joint
+    moves, the residual corrects it at once). Bounded so, because a joint held by something
+    else (an obstacle, a hand) and let go is back at its true inertia, perhaps the model's:
+    measured on the xArm7, a wrist held by a spring while its reference moved, then released,
+    peaked at 1.1-1.4× its velocity limit (0.1 × effort and a joint slower than half its
+    reference: 2.0-3.3×; without the rule 0.4-0.8×)."""
+    if model.forget == 1.0 or model.pd:  # feedforward_pd: its gains do not act through M
+        return
+    growth = model.dt / ARMATURE_GROWTH
+    for k in range(model.index.shape[0]):
+        e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
+        inertia = model.inertia[k] + work.theta[0, k]
+        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0
+                and abs(qd_d - ed) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
+                and work.tau[k] == work.raw[k]
+                and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
+            work.theta[0, k] = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
+            P = work.P[k]
+            for b in range(1, ESTIMATED):
+                P[0, b] = P[b, 0] = 0.0
+            P[0, 0] = GAIN  # a^ grown without evidence: the first acceleration corrects it
+
+
+@njit(cache=True)
+def _damped(model, theta, k):
+    """b^ / Kd [kg·m²] of controlled joint k (computed_torque with Kd > 0, else 0): the
+    inertia through which Kd's damping equals the measured viscous friction b^. Computed
+    torque adds Kp·(b^ / Kd)·e, and the integral's gain scales by it: a joint whose own
+    friction damps it has a position loop as slow as its stiffness over that damping
+    (docs/controller.md)."""
+    if model.pd or model.kd[k] <= 0.0:
+        return 0.0
+    return theta[1, k] / model.kd[k]
+
+
+@njit(cache=True)
+def _pace(model, k):
+    """Kp / Kd [1/s] of controlled joint k (the rate at which its PD alone closes an error;
+    ω / 2 = 10 1/s with the default gains of either law), ω / 2 if Kd is 0."""
+    return model.kp[k] / model.kd[k] if model.kd[k] > 0.0 else NATURAL_FREQUENCY / 2.0
+
+
+@njit(cache=True)
 def _integrate(model, work, ref):
-    """While a joint's reference is at rest (qd_d = qdd_d = 0), it is slower than
-    INTEGRAL_GATE, its command not limited and, with the online estimate on, its inertia
-    measured (a^'s scaled variance P_aa at most SETTLED: a^ has seen accelerations since the
-    estimate started; before, an untold geared joint's integral, acting through M_ii alone,
-    is unstable): integral += dt·Ki·(M_ii(q0) + a^)·e, clamped to ±i_clamp."""
+    """While a joint's reference is at rest (qd_d = qdd_d = 0), its command not limited, the
+    joint slower than INTEGRAL_GATE and than its PD's own pace (|qd| < Kp/Kd |e|: a joint
+    already on its way does not need more; integrating then made it hunt on Coulomb
+    friction) or moving away from its goal (e·ed > 0: an overshoot unwinds the integral that
+    drove it) and, with
+    the online estimate on, its inertia measured once since the estimate started (a^'s
+    scaled variance P_aa at most SETTLED once, `settled`: a^ has seen accelerations; before,
+    an untold geared joint's integral, acting through M_ii alone, is unstable; the variance
+    grows back at rest, which no longer freezes it): integral += dt·Ki·(M_ii(q0) + a^ +
+    b^/Kd)·e, clamped to ±i_clamp."""
     for k in range(model.index.shape[0]):
         e, ed = work.e[0, k], work.e[1, k]
-        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and abs(ed) < INTEGRAL_GATE
+        if work.P[k, 0, 0] <= SETTLED:
+            work.settled[k] = 1.0
+        slow = abs(ed) < min(INTEGRAL_GATE, _pace(model, k) * abs(e))
+        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and (slow or e * ed > 0.0)
                 and work.tau[k] == work.raw[k]
-                and (model.forget == 1.0 or work.P[k, 0, 0] <= SETTLED)):
-            value = (work.integral[k]
-                     + model.dt * model.ki * (model.inertia[k] + work.theta[0, k]) * e)
+                and (model.forget == 1.0 or work.settled[k] > 0.0)):
+            inertia = model.inertia[k] + work.theta[0, k] + _damped(model, work.theta, k)
+            value = work.integral[k] + model.dt * model.ki * inertia * e
             work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])

@@ -169,23 +169,23 @@ TABLE = (
          'friction>)', low=0.0, high=1e4),
     Spec('friction_velocity_width', 'double', 0.01, 'rad/s', 'velocity scale of the smoothed '
          'sign tanh(qd_d / width) of the Coulomb feedforward', low=1e-6, high=10.0),
-    Spec('estimation.forgetting_time', 'double', 0.0, 's', "time constant of the online "
+    Spec('estimation.forgetting_time', 'double', 1.0, 's', "time constant of the online "
          "estimate of each joint's missing rotor inertia a, viscous friction b and torque "
          'bias d (recursive least squares on the residual of the model at the measured '
          'acceleration over windows of 10 new joint states timed by their stamps, '
          'docs/controller.md); a enters M_ii (the feedback acts through it), b the friction '
-         'feedforward, d the command; 0: off (default: see docs/controller.md for what it '
-         'gains in process and costs in the node; 1.0 is the measured setting)',
+         'feedforward and the stiffness (Kp·b/Kd), d the command; paused while the joint '
+         'rests and its integral runs; 0: off (the law of issue 23)',
          low=0.0, high=100.0),
     Spec('estimation.max_armature', 'double', 1.0, 'kg·m^2', 'largest rotor inertia the '
-         'estimate may add to a joint (viscous friction: at most 0.25 × effort limit / '
-         'velocity limit; bias: integral_clamp)', low=0.0, high=100.0),
-    Spec('integral_gain', 'double', 0.0, '1/s^3', "Ki of the integral term, run while a "
-         "joint's reference is at rest (holds, a trajectory's end) and the joint slower than "
-         '0.02 rad/s and, with the estimate on, its inertia measured (a has seen '
-         'accelerations): tau_i += dt·Ki·(M_ii(q0) + a)·e, clamped by integral_clamp; frozen '
-         'while the joint saturates; cleared on activation, stale states and every gravity '
-         'hold; 0: off (default; 4000 is the measured setting)',
+         'estimate may add to a joint (viscous friction: at most effort limit / velocity '
+         'limit; bias: integral_clamp)', low=0.0, high=100.0),
+    Spec('integral_gain', 'double', 4000.0, '1/s^3', "Ki of the integral term, run while a "
+         "joint's reference is at rest (holds, a trajectory's end), the joint slower than "
+         '0.02 rad/s or moving away from its goal and, with the estimate on, its inertia '
+         'measured once (a has seen accelerations): tau_i += dt·Ki·(M_ii(q0) + a + b/Kd)·e, '
+         'clamped by integral_clamp; frozen while the joint saturates; cleared on '
+         'activation, stale states and every gravity hold; 0: off',
          low=0.0, high=1e6),
     Spec('integral_clamp', 'double', 0.2, 'share', 'largest integral torque and estimated '
          "bias, each as a share of the joint's effort limit (ros2_control PID i_clamp)",
