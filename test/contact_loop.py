@@ -64,8 +64,9 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
             if worst >= 0 and machine.touched(cfg, q, cfg.joints[worst],
                                               float(observer.residual[worst]),
                                               observer.threshold[worst]):
-                controller.reset_integral()
+                controller.reset()
                 out.detected = k if out.detected is None else out.detected
+            controller.adapting = machine.mode is not modes.CONTACT
             tau = controller.command(cfg, q, qd, machine.trajectory.sample(t + dt))
             machine.commanded(cfg, t, machine.trajectory.is_holding(t + dt),
                               controller.failing_since)

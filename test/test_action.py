@@ -38,7 +38,6 @@ Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 PARAMS = """/**:
   ros__parameters:
     state_timeout: 0.5
-    contact.detection: false  # the feeder's arm never moves: to the observer, a blocked arm
 """
 Result = FollowJointTrajectory.Result
 

@@ -9,7 +9,7 @@ import math
 from contact_loop import run
 import numpy as np
 import pytest
-from test_robustness import ESTIMATING, HOLD, MOVE, reference, ROWS, START
+from test_robustness import HOLD, MOVE, reference, ROWS, START
 from test_robustness import MODEL as XARM7
 from test_robustness import URDF as XARM7_URDF
 from test_sim import parameters as sim_parameters
@@ -115,11 +115,16 @@ def test_an_overspeed_while_holding_after_a_contact_brakes():
 
 # --- the observer against MuJoCo's external force -------------------------------------------
 
+ISSUE_23 = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0}  # estimate, integral off
+
+
 def test_the_observer_measures_the_external_torque_mujoco_applies():
     """Oracle: the generalized force MuJoCo adds (`Plant.external`), on the arm moving (the
     demo motion) and at rest; the observer is a first-order filter of it with bandwidth K_O
-    = 50 1/s: within 2 % and 0.2 N·m after 0.15 s (7.5 time constants)."""
-    cfg = validate_parameters({'contact.detection': False}, MODEL)
+    = 50 1/s: within 2 % and 0.2 N·m after 0.15 s (7.5 time constants). The law of issue 23
+    (the online estimate, on by default, fits a^ and b^ to what the push does to the motion:
+    the residual beyond them is then 3-9 % off the push while it moves)."""
+    cfg = validate_parameters({'contact.detection': False, **ISSUE_23}, MODEL)
     w = demo_motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, 2.0)
     motion = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
                          joint_names=JOINTS, position_limits=MODEL.position_limits,
@@ -143,15 +148,15 @@ def test_the_observer_measures_the_external_torque_mujoco_applies():
 
 # --- no contact on a wrong model ----------------------------------------------------------
 
-@pytest.mark.parametrize('law', ['defaults', 'estimating'])
+@pytest.mark.parametrize('law', ['defaults', 'issue 23'])
 @pytest.mark.parametrize('row', list(ROWS))
 def test_no_false_contact_on_the_five_wrong_models_of_test_robustness(row, law):
     """The xArm7 rows of issue 29 (untold friction, rotor inertia, links 30 % off), the demo
-    motion, with the defaults and with the online estimate on (the residual then beyond what
-    it learnt): the observer's residual stays below its threshold (printed: the largest
-    share of it)."""
+    motion, with the defaults (the online estimate on: the residual beyond its a^, b^) and
+    with the law of issue 23 (estimate and integral off): the observer's residual stays below
+    its threshold (printed: the largest share of it)."""
     options, told = ROWS[row]
-    cfg = validate_parameters({**told, **(ESTIMATING if law == 'estimating' else {})}, XARM7)
+    cfg = validate_parameters({**told, **(ISSUE_23 if law == 'issue 23' else {})}, XARM7)
     result = run(Plant(XARM7_URDF, options), cfg, reference(), int((MOVE + HOLD) / 0.001),
                  start=START)
     share = np.abs(result.residual) / result.threshold

@@ -19,8 +19,11 @@ differentiated, it is the change of p). q and qd are the new state's (qd the mea
 states'), Δt the time between their stamps, tau the mean of the commands published between
 them (the torque that acted; with `robot_compensates_gravity` plus the arm's own g(q)).
 What the model knows beyond RNEA is part of n: the told friction b qd + c tanh(qd / w) and,
-with the online estimate on (control/law.py), a^ qdd + b^ qd + d^: the residual is what the
-model, as far as it is known, does not explain.
+with the online estimate on (control/law.py), a^ qdd + b^ qd (what the arm showed in motion;
+not the bias d^, which a steady push would become): the residual is what the model, as far as
+it is known, does not explain. Detection is armed once the joint states change: a stream of
+one unchanging state (a test's feeder, a driver repeating its last state) answers no command,
+and an observer would read any command as a blocked arm.
 
 Detection: a controlled joint whose |r| exceeds its threshold (`contact.<joint>.threshold`,
 default `contact.threshold_share` × its effort limit) plus two allowances for what a model
@@ -65,6 +68,7 @@ class ContactObserver:
         self._last = np.zeros((2, n))  # q, qd of the previous state
         self._count, self._started = 0, False
         self._entry = self._seen = None
+        self._first, self.armed = None, False  # (`update`)
         self.configure(cfg)
         self.reset()
         self._warm_up(cfg)
@@ -136,7 +140,12 @@ class ContactObserver:
                 _NO_ESTIMATES if estimates is None else estimates, estimates is not None,
                 float(dt), float(count), self.bandwidth)
         worst = self._call(args)
-        return worst if self.enabled else -1
+        if not self.armed:  # armed once the states change: one unchanging state is no arm
+            if self._first is None:
+                self._first = q.copy()
+            elif not np.array_equal(q, self._first):
+                self.armed, self._first = True, None
+        return worst if self.enabled and self.armed else -1
 
     def _call(self, args):
         """_observe(*args), through the overload numba chose once the same objects came twice
@@ -191,8 +200,8 @@ def _observe(model, forces, rows, last, q, qd, joint, theta, estimating, dt, cou
         v = QD[0, i]
         expected = (T[0, i] + model.viscous[k] * v
                     + model.coulomb[k] * np.tanh(v / model.width))
-        if estimating:
-            expected += theta[0, k] * QDD[0, i] + theta[1, k] * v + theta[2, k]
+        if estimating:  # what the arm showed in motion; not d^, a bias: a push is one
+            expected += theta[0, k] * QDD[0, i] + theta[1, k] * v
         applied = joint[6, k] / count + (T[1, i] if compensate else 0.0)
         joint[6, k] = 0.0
         external = expected - applied

@@ -608,6 +608,10 @@ class Controller:
         self.failing_since = None
         self._has_previous = False
         self._good = config
+        self._first = None  # the first measured q since `reset` (`_adapting`)
+        self.responding = False  # the measured states have changed since `reset`
+        self.adapting = True  # False: the law of issue 23 (the node's holding: contact)
+        self._fixed = (None, None)  # (config, its LawModel without estimate and integral)
         self._compile(config)
 
     def _compile(self, cfg):
@@ -636,6 +640,7 @@ class Controller:
         integral and the estimates (armature, friction, bias): the node calls it on activation
         and when it stops commanding (stale states)."""
         self._has_previous = False
+        self._first, self.responding = None, False
         self.estimates[:] = 0.0
         self.integral[:] = 0.0
         self._settled[:] = 0.0
@@ -681,10 +686,31 @@ class Controller:
         if qm.shape != (n,) or qdm.shape != (n,):
             raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
                                  f'fit {n} joints')
-        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
+        finite = self._law((self._law_model(cfg, qm), self.work, f_body, q, qd, ref, qm, qdm),
                            self._step(cfg),
                            float(state_dt))
         return self._checked(cfg, finite, q)
+
+    def _law_model(self, cfg, qm):
+        """The config's LawModel once the measured positions have changed since `reset`;
+        until then the same without the online estimate and the integral (issue 23's law). A
+        stream of one unchanging state is not an arm answering its commands (a test's
+        constant feeder, a driver repeating its last state): what the estimate would learn
+        from it (d^ taking the feedback, a^ grown on a joint that 'does not follow') and an
+        integral on its error are not the arm's. A real arm's states change from the first
+        command on (its noise, its motion). `adapting` False does the same: an arm held by an
+        obstacle (holding: contact) is not one to learn from, nor to push by an integral."""
+        if not self.responding:
+            if self._first is None:
+                self._first = qm.copy()
+            elif not np.array_equal(qm, self._first):
+                self.responding, self._first = True, None
+        if ((self.responding and self.adapting)
+                or (cfg.forget == 1.0 and cfg.integral_gain == 0.0)):
+            return cfg.law_model
+        if self._fixed[0] is not cfg:
+            self._fixed = (cfg, law_model(replace(cfg, forget=1.0, integral_gain=0.0)))
+        return self._fixed[1]
 
     def _law(self, args, step, state_dt):
         """_law(*args, step, state_dt). numba's dispatcher types its arguments at every call

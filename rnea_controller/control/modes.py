@@ -27,8 +27,8 @@ Transitions, all here (`step` once a tick before the command, `commanded` after 
 - a contact (`contact`: a joint's external torque beyond its threshold, control/contact.py)
   while holding or tracking -> holding: contact: the reference dropped (as braking), ERROR
   naming the joint and its torque, and a hold of the measured position at detection (the
-  integral cleared by the loop); left only for a new trajectory (-> tracking), an overspeed
-  (-> braking) or stale states.
+  integral and estimates cleared by the loop); left only for a new trajectory (-> tracking),
+  an overspeed (-> braking) or stale states.
 - braking, every controlled joint below its rest speed (REST_FRACTION of its limit, or
   REST_SPEED where it has none) -> hold of the measured position.
 - after the law: the trajectory's end reached -> hold, else tracking; the law not finite ->

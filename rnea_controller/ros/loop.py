@@ -128,6 +128,8 @@ class ControlLoop:
             self._watch_contact(cfg, state, state_dt, wrench)
         ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
         t, ref = self.seconds(ref_ns), self._ref
+        # held where it met an obstacle: no estimate, no integral pushing into it
+        self.controller.adapting = self.modes.mode is not modes.CONTACT
         tau = self.controller.command(cfg, q, qd, ref, wrench, state_dt, (state.q, state.qd))
         self.observer.commanded(tau)
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
@@ -139,13 +141,14 @@ class ControlLoop:
 
     def _watch_contact(self, cfg, state, state_dt, wrench):
         """A new state: the contact observer's residual; beyond a threshold, holding: contact
-        (the trajectory dropped, the integral cleared) before this tick's law."""
+        (the trajectory dropped; the integral and the estimates cleared: a spring-like hold
+        reads as inertia to the estimate) before this tick's law."""
         observer = self.observer
         k = observer.update(state.q, state.qd, state_dt,
                             self.controller.estimates if cfg.forget < 1.0 else None, wrench)
         if k >= 0 and self.modes.touched(cfg, state.q, cfg.joints[k],
                                          float(observer.residual[k]), observer.threshold[k]):
-            self.controller.reset_integral()
+            self.controller.reset()  # the integral, and estimates a blocked arm corrupts
 
     def _state_dt(self, cfg, state):
         """The law's online estimate takes new states only, at their real time step [s]:
