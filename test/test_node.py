@@ -50,10 +50,6 @@ PARAMS = """/**:
     latency_compensation: 'off'  # the law is checked at the measured state, not a prediction
     effort_controller: ''  # no check on activation (its own test starts a stand-in)
     contact.detection: false  # the feeder's arm never moves: to the observer, a blocked arm
-    # the law of issue 23, checked against Pinocchio's: the online estimate and the integral,
-    # on by default, add what they learn of the arm (test_robustness checks them)
-    estimation.forgetting_time: 0.0
-    integral_gain: 0.0
 """
 Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 

@@ -950,10 +950,11 @@ def _consistent(work, i, q, qd):
     window is their trapezoid mean times its duration, within a quarter of that plus
     CONSISTENT [rad] (stamp jitter, a velocity filter's lag). A state whose velocity its
     positions contradict (a broken or hostile publisher, a test's constant state) is not a
-    motion of the arm to learn from."""
+    motion of the arm to learn from; nor is a position that has not changed at all over the
+    window (a state repeated by a feeder or a driver: a resting arm's readings still move)."""
     moved = q[i] - work.q_first[i]
     expected = 0.5 * (work.qd_last[i] + qd[i]) * work.elapsed[0]
-    return abs(moved - expected) <= 0.25 * abs(expected) + CONSISTENT
+    return moved != 0.0 and abs(moved - expected) <= 0.25 * abs(expected) + CONSISTENT
 
 
 @njit(cache=True)
