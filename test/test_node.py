@@ -49,7 +49,6 @@ PARAMS = """/**:
     external_wrench_timeout: 0.0
     latency_compensation: 'off'  # the law is checked at the measured state, not a prediction
     effort_controller: ''  # no check on activation (its own test starts a stand-in)
-    contact.detection: false  # the feeder's arm never moves: to the observer, a blocked arm
 """
 Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 

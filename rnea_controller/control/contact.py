@@ -21,9 +21,9 @@ them (the torque that acted; with `robot_compensates_gravity` plus the arm's own
 What the model knows beyond RNEA is part of n: the told friction b qd + c tanh(qd / w) and,
 with the online estimate on (control/law.py), a^ qdd + b^ qd (what the arm showed in motion;
 not the bias d^, which a steady push would become): the residual is what the model, as far as
-it is known, does not explain. Detection is armed once the joint states change: a stream of
-one unchanging state (a test's feeder, a driver repeating its last state) answers no command,
-and an observer would read any command as a blocked arm.
+it is known, does not explain. Detection acts while the joint states change (`armed`): a
+stream of one unchanging state (a test's feeder, a driver repeating its last state) answers no
+command, and an observer would read any command as a blocked arm.
 
 Detection: a controlled joint whose |r| exceeds its threshold (`contact.<joint>.threshold`,
 default `contact.threshold_share` × its effort limit) plus two allowances for what a model
@@ -68,7 +68,8 @@ class ContactObserver:
         self._last = np.zeros((2, n))  # q, qd of the previous state
         self._count, self._started = 0, False
         self._entry = self._seen = None
-        self._first, self.armed = None, False  # (`update`)
+        self._q = None  # the previous state's q, and how many states in a row repeated it
+        self.frozen = FROZEN
         self.configure(cfg)
         self.reset()
         self._warm_up(cfg)
@@ -127,6 +128,7 @@ class ContactObserver:
         {link: wrench} the law compensates (~/external_wrench), part of the model here."""
         count = self._count
         self._count = 0
+        self._watch_frozen(q)
         if not self._started or count == 0 or not 0.0 < dt < 1.0:
             self._last[0], self._last[1] = q, qd
             self._applied[:] = 0.0
@@ -140,12 +142,24 @@ class ContactObserver:
                 _NO_ESTIMATES if estimates is None else estimates, estimates is not None,
                 float(dt), float(count), self.bandwidth)
         worst = self._call(args)
-        if not self.armed:  # armed once the states change: one unchanging state is no arm
-            if self._first is None:
-                self._first = q.copy()
-            elif not np.array_equal(q, self._first):
-                self.armed, self._first = True, None
         return worst if self.enabled and self.armed else -1
+
+    def _watch_frozen(self, q):
+        """Count the new states that repeat the previous one exactly."""
+        if self._q is not None and np.array_equal(q, self._q):
+            self.frozen += 1
+        else:
+            self.frozen = 0 if self._q is not None else FROZEN
+            self._q = q.copy()
+
+    @property
+    def armed(self) -> bool:
+        """Detection acts while the states change: fewer than FROZEN new states in a row
+        repeated the previous one exactly. A stream of one unchanging state (a test's
+        feeder, a driver repeating its last state) answers no command: to the observer any
+        command would be an arm held by the world. A real arm's readings move (noise, an
+        elastic gear under a changing torque), blocked or not."""
+        return self.frozen < FROZEN
 
     def _call(self, args):
         """_observe(*args), through the overload numba chose once the same objects came twice
@@ -174,6 +188,7 @@ def _same(args, last):
 ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance c',
         'applied')  # the rows of ContactObserver._joint
 _NO_ESTIMATES = np.zeros((3, 1))
+FROZEN = 50  # new states in a row that repeat the previous one exactly: no arm answers
 
 
 @njit(cache=True)
