@@ -5,6 +5,7 @@ The oracle is the state before the refused message: nothing of a refused state m
 The gate's bound is the joints' velocity limits over the real time between arrivals, so these
 tests time their states by the clock they run on (a loaded host only widens the bound).
 """
+import math
 import time
 
 import numpy as np
@@ -216,3 +217,149 @@ def test_a_still_pose_twice_never_follows_a_refused_state():
             state.take(message(Q + 0.3, [0.0, 0.0, 0.0]))
     np.testing.assert_array_equal(state.q, Q)
     assert state.jumps == 2 and state.fast == 0
+
+
+# --- positions-only streams (issue 29): a fast state is a fact, by its positions' own steps ---
+
+class Clock:
+    """The arrivals' clock [s], set by the test (the gate reads it as perf_counter): the
+    tests place arrivals as a loaded host does (bursts, stalls) whatever this host does."""
+
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+T0_NS = time.time_ns()  # the stamps' origin (near this host's clock, as a driver's are)
+
+
+def positions_only_input():
+    """A JointStateInput of a positions-only stream (velocities estimated), on a test clock."""
+    clock = Clock()
+    state = JointStateInput(NAMES, velocity_limits=VMAX, clock=clock)
+    state.timing = LoopTiming(3, 1e-3)
+    state.fresh_for = 0.1
+    return state, clock
+
+
+def feed(state, clock, q, stamp, arrival=None):
+    """Take positions q stamped `stamp` [s] (from T0_NS), arriving `arrival` [s] on the test
+    clock (default: 0.2 ms after the stamp). True if taken, False if refused."""
+    clock.t = 100.0 + (stamp + 2e-4 if arrival is None else arrival)
+    try:
+        state.take(message(q, (), T0_NS + round(stamp * 1e9)))
+    except ValueError:
+        return False
+    return True
+
+
+def runaway(t, v0=0.5, accel=200.0):
+    """j2's position [rad] at t [s]: from v0 x its limit, accelerating at `accel` [rad/s²]
+    (the xArm7 wrist's runaway: 6.7 rad/s in 33-40 ms)."""
+    return Q + np.array([0.0, v0 * VMAX[1] * t + 0.5 * accel * t * t, 0.0])
+
+
+@pytest.mark.parametrize('arrivals', ['steady', 'bursts of 20 after 20 ms stalls'])
+def test_a_positions_only_runaway_is_taken_and_its_estimate_shows_it(arrivals):
+    """The known gap of issue 29: a positions-only arm running away (a starved node, the last
+    command applied) beyond the quick bounds was refused state after state as jumps, and the
+    node went blind while it moved. Each state continues the last one's step velocity: taken,
+    and the velocity estimate (what the overspeed brake reads) shows the overspeed."""
+    state, clock = positions_only_input()
+    stamps = np.arange(0.0, 0.06, 1e-3)  # 1 kHz, 60 ms: j2 from 1 to 7 x its limit
+    for k, t in enumerate(stamps):
+        arrival = (20e-3 * (k // 20 + 1) + 1e-6 * k) if arrivals != 'steady' else None
+        assert feed(state, clock, runaway(t), t, arrival), (k, state.jumps)
+    np.testing.assert_array_equal(state.q, runaway(stamps[-1]))
+    assert state.jumps == 0 and state.fast > 20
+    assert state.qd[1] > 6 * VMAX[1]  # the estimate (100 Hz filter) lags by ~1.6 ms
+
+
+def started(driver):
+    """A positions-only input that has taken the driver's stream from -5 ms to -1 ms: a stream
+    that starts beyond the quick bounds has its second state refused (two states show no motion
+    to continue; the third continues the second's, as after states lost)."""
+    state, clock = positions_only_input()
+    for k in range(-5, 0):
+        feed(state, clock, driver(k * 1e-3), k * 1e-3)
+    assert state.jumps <= 1
+    state.jumps = 0
+    return state, clock
+
+
+def alternating(state, clock, driver, second, steps=40):
+    """The driver's states at 1 kHz, a second source's between each two; returns the counts
+    (driver's taken, second's taken)."""
+    taken = [0, 0]
+    for k in range(steps):
+        t = k * 1e-3
+        taken[0] += feed(state, clock, driver(t), t)
+        taken[1] += feed(state, clock, second(t), t + 5e-4)
+    return taken
+
+
+MOVING = {'at rest': lambda t: Q, '4 x the limit': lambda t: Q + 4 * VMAX * t}
+
+
+@pytest.mark.parametrize('motion', MOVING)
+@pytest.mark.parametrize('offset', [0.01, -0.3, 3.0, 100.0])
+def test_a_second_positions_only_source_is_refused_beside_a_fast_driver(motion, offset):
+    """A second publisher between the driver's states (joint_state_publisher, a second driver):
+    its pose jumped from the driver's by `offset` [rad], held or moving with the driver. Its
+    step breaks off from the stream's motion, and the driver's next step continues it: every
+    state of the second refused, every state of the driver taken, the driver at rest or
+    beyond its limits."""
+    driver = MOVING[motion]
+    for second in (lambda t: Q + offset, lambda t: driver(t) + offset):
+        state, clock = started(driver)
+        assert alternating(state, clock, driver, second) == [40, 0]
+        np.testing.assert_array_equal(state.q, driver(39e-3))
+
+
+@pytest.mark.parametrize('motion', MOVING)
+def test_a_positions_only_jump_is_refused_and_the_stream_followed_again(motion):
+    """One state jumped by 0.05 rad on j1 (a teleport the next states do not continue):
+    refused; the stream's next states, at rest or beyond the limits, taken."""
+    driver = MOVING[motion]
+    state, clock = started(driver)
+    for k in range(30):
+        t = k * 1e-3
+        jump = np.array([0.05, 0.0, 0.0]) if k == 15 else 0.0
+        assert feed(state, clock, driver(t) + jump, t) == (k != 15), k
+    assert state.jumps == 1
+    np.testing.assert_array_equal(state.q, driver(29e-3))
+
+
+def test_a_positions_only_pose_jumped_to_and_held_is_refused_until_stale():
+    """A teleport the next states continue, at rest: no motion explains it, so refused
+    until the last state taken is stale (`fresh_for`); then the first one is taken (the node
+    holds there: controller.md)."""
+    state, clock = positions_only_input()
+    for k in range(10):
+        assert feed(state, clock, Q, k * 1e-3)
+    refused = [not feed(state, clock, Q + 0.3, t) for t in np.arange(10e-3, 0.1085, 1e-3)]
+    assert all(refused) and state.jumps == len(refused)
+    np.testing.assert_array_equal(state.q, Q)
+    assert feed(state, clock, Q + 0.3, 0.11)  # 0.101 s after the last state taken
+
+
+def test_positions_only_states_lost_while_the_brake_slows_the_joint_are_followed_again():
+    """j1 at 4 x its limit, then 30 ms of states lost while the brake slows it (speed e^(-40
+    t): 4 x to 1.2 x; the mean over the gap, 2.3 x, is not the step before it): the first state
+    after the gap is refused (its step breaks off), the next one's step from it brackets the
+    gap's mean between the speeds on either side, and the stream is taken again."""
+    v0, rate = 4 * VMAX[0], 40.0
+
+    def q(t):  # cruising until 10 ms, then braked
+        braked = max(t - 0.01, 0.0)
+        return Q + np.array([v0 * min(t, 0.01) + v0 * (1 - math.exp(-rate * braked)) / rate,
+                             0.0, 0.0])
+    state, clock = started(q)
+
+    taken = [feed(state, clock, q(t), t) for t in [k * 1e-3 for k in range(11)]
+             + [0.04 + k * 1e-3 for k in range(10)]]
+    assert taken == [True] * 11 + [False] + [True] * 9
+    assert state.jumps == 1
+    np.testing.assert_array_equal(state.q, q(0.049))

@@ -29,7 +29,16 @@ CONTINUITY · |(qd_prev + qd) / 2 · dt| (a real overspeed shows in the position
 then brakes: control/modes.py). When states of a fast stream were lost or delayed, that
 interval can hold more than the mean says (a push and the brake): the first state refused so is
 kept as a candidate, and the next is taken if it continues the candidate (its suspect joints
-beyond their limits, continuous from it; the others within the quick bounds of it). A
+beyond their limits, continuous from it; the others within the quick bounds of it).
+A positions-only stream shows its motion by its steps: a state beyond the quick bounds is taken
+if every such joint's step velocity since the previous state, u = Δq / dt over the stamps,
+continues the one that led to the previous state, |u - u_prev| <= CONTINUITY · max(|u|,
+|u_prev|) (`_steady`; a runaway or a push moves on from state to state; a jump or a second
+source's pose breaks off, and the driver's next step continues the stream's); after states lost
+while the velocity changed (the brake during a stall), the state refused so is the candidate,
+and the next is taken if the candidate's mean velocity since the previous state lies between
+u_prev and the next one's step from it (margin CONTINUITY of the larger). Two states alone show
+no step: a stream that starts beyond the quick bounds has its second state refused. A
 velocity field the positions contradict (a hostile or broken publisher), a position jump, a
 second source's pose, a first state beyond twice the limit: refused, counted in `jumps`. The
 gate opens again once the previous state is older than `fresh_for` (the node's state_timeout:
@@ -79,15 +88,18 @@ class JointStateInput:
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
     def __init__(self, joint_names, timing=None, required=None, mimic=(),
-                 velocity_limits=None):
+                 velocity_limits=None, clock=time.perf_counter):
         n = len(joint_names)
+        self._clock = clock  # [s] the arrivals' (the tick's clock; a test's own in tests)
         self._limits = [math.inf] * n if velocity_limits is None else [
             float(v) for v in velocity_limits]  # [rad/s] of the jump gate
         self.fresh_for = math.inf  # [s] the jump gate compares with a state this recent
         self.jumps = 0  # states refused by the jump gate
         self.fast = 0  # states beyond the gate's quick bounds taken: their motion is continuous
         self._stamp_ns, self._velocity = 0, None  # of the last state taken: its stamp, qd sent
+        self._before = None  # (q list, stamp [ns]) of the state taken before the last one
         self._candidate = None  # (q, qd, stamp, arrival) of a fast state refused, or None
+        self._positions = None  # q of the last state taken, a list
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
@@ -152,11 +164,13 @@ class JointStateInput:
         if qd is None and self.timing is not None and self.timing.estimating is False:
             raise ValueError('no velocities in a stream whose velocities are measured '
                              '(a second joint-state publisher?)')
-        now = time.perf_counter()
+        now = self._clock()
         velocities = None if qd is None else qd.tolist()
-        self._check_motion(q.tolist(), velocities, now, stamp_ns)
+        positions = q.tolist()
+        self._check_motion(positions, velocities, now, stamp_ns)
         self._store(q, qd, now, stamp_ns)
-        self._stamp_ns, self._velocity = stamp_ns, velocities
+        self._before = (self._positions, self._stamp_ns) if self._positions else None
+        self._positions, self._stamp_ns, self._velocity = positions, stamp_ns, velocities
 
     def _check_motion(self, q, qd, now, stamp_ns):
         """ValueError (counted in `jumps`) unless the state passes the jump gate (module doc):
@@ -164,20 +178,22 @@ class JointStateInput:
         motion is continuous with it (`_continuous`), or, after a state refused that way (a
         fast stream whose states were lost or delayed), with that one (`_candidate`). q, qd:
         lists (plain floats: 2 µs a state, numpy's took 7.5)."""
-        previous = (self.q.tolist(), self._velocity, self._stamp_ns, self.time)
+        previous = (self._positions, self._velocity, self._stamp_ns, self.time)
         suspects = self._suspects(q, qd, now, previous if self.valid else None)
         if not suspects:
             self._candidate = None
             return
-        if self.valid and self._continuous(q, qd, suspects, stamp_ns, now, previous):
+        if qd is None:
+            taken = self.valid and (self._steady(q, suspects, stamp_ns, now, previous)
+                                    or self._follows_steps(q, suspects, stamp_ns, now, previous))
+        else:
+            taken = (self.valid and self._continuous(q, qd, suspects, stamp_ns, now, previous)
+                     or self._follows_candidate(q, qd, suspects, stamp_ns, now))
+        if taken:
             self.fast += 1
             self._candidate = None
             return
-        if self._follows_candidate(q, qd, suspects, stamp_ns, now):
-            self.fast += 1
-            self._candidate = None
-            return
-        self._candidate = (q, qd, stamp_ns, now) if qd is not None and stamp_ns else None
+        self._candidate = (q, qd, stamp_ns, now) if stamp_ns else None
         self.jumps += 1
         self._refuse(q, qd, suspects[0], now - self.time, self.valid and (
             now - self.time < self.fresh_for))
@@ -214,6 +230,66 @@ class JointStateInput:
                 return False
         return True
 
+    def _step(self, stamp_from, stamp_to, arrival_from, arrival_to):
+        """The stamps' interval [s] from one state to a later one, or None where it cannot
+        time a motion: a zero stamp, outside [MIN_STEP, fresh_for], the earlier state no
+        longer fresh, or longer than the arrivals' interval by more than STAMP_AGREEMENT."""
+        step = (stamp_to - stamp_from) * 1e-9
+        if stamp_from and MIN_STEP <= step <= self.fresh_for and (
+                arrival_to - arrival_from < self.fresh_for
+                and step <= arrival_to - arrival_from + STAMP_AGREEMENT):
+            return step
+        return None
+
+    def _lead_in(self, reference):
+        """Positions only: (q list, interval [s]) of the step that led to `reference` (the
+        state taken before it, over their stamps), or None if that step times nothing."""
+        before = self._before
+        if before is None or not before[1]:
+            return None
+        step = (reference[2] - before[1]) * 1e-9
+        return (before[0], step) if MIN_STEP <= step <= self.fresh_for else None
+
+    def _steady(self, q, joints, stamp_ns, now, reference):
+        """Positions only: True if `joints` continue the reference's own motion: the step
+        velocity u = (q - q_ref) / dt over the stamps' interval is within CONTINUITY of the one
+        that led to the reference, u_ref = (q_ref - q_before) / dt_ref (`_smooth`). A real
+        overspeed moves on from state to state; a jump, or a second source's pose, breaks
+        off from the stream's motion."""
+        q_ref, _, stamp_ref, arrival = reference
+        step, lead_in = self._step(stamp_ref, stamp_ns, arrival, now), self._lead_in(reference)
+        if step is None or lead_in is None:
+            return False
+        q_before, step_before = lead_in
+        return all(_smooth((q_ref[j] - q_before[j]) / step_before, (q[j] - q_ref[j]) / step)
+                   for j in joints)
+
+    def _follows_steps(self, q, joints, stamp_ns, now, reference):
+        """Positions only, after a state refused (`_candidate`, the stream's states lost or
+        delayed while its velocity changed: a push, the brake): True if this state continues
+        it and the candidate's mean velocity since the reference, u_gap, lies between the
+        velocity that led to the reference and this state's from the candidate (each joint of
+        `joints`, with CONTINUITY of the larger as margin; this state's alone when the
+        reference's is unknown). A pose jumped to and held, or alternating with the stream's,
+        never does (u_gap is far beyond both)."""
+        candidate = self._candidate
+        if candidate is None or candidate[1] is not None:
+            return False
+        q_c, _, stamp_c, arrival_c = candidate
+        q_ref, _, stamp_ref, arrival = reference
+        step, gap = self._step(stamp_c, stamp_ns, arrival_c, now), self._step(
+            stamp_ref, stamp_c, arrival, arrival_c)
+        if step is None or gap is None:
+            return False
+        lead_in = self._lead_in(reference)
+        for j in joints:
+            u, u_gap = (q[j] - q_c[j]) / step, (q_c[j] - q_ref[j]) / gap
+            u_ref = u if lead_in is None else (q_ref[j] - lead_in[0][j]) / lead_in[1]
+            margin = CONTINUITY * max(abs(u), abs(u_ref))
+            if not min(u, u_ref) - margin <= u_gap <= max(u, u_ref) + margin:
+                return False
+        return True
+
     def _follows_candidate(self, q, qd, suspects, stamp_ns, now):
         """True if the state continues the last state the gate refused for want of continuity
         with the previous one (`_candidate`): its suspect joints move beyond their limits in
@@ -221,7 +297,7 @@ class JointStateInput:
         A fast stream whose states were lost or delayed is then followed again; a still pose
         or a velocity field the positions contradict never is."""
         candidate = self._candidate
-        if candidate is None or now - candidate[3] >= self.fresh_for:
+        if candidate is None or candidate[1] is None or now - candidate[3] >= self.fresh_for:
             return False
         limits, qd_candidate = self._limits, candidate[1]
         if not all(max(abs(qd[j]), abs(qd_candidate[j])) > limits[j] for j in suspects):
@@ -288,6 +364,12 @@ class JointStateInput:
         self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True
 
+
+
+def _smooth(u_before, u):
+    """True if a step velocity u [rad/s] continues u_before: |u - u_before| <= CONTINUITY ·
+    max(|u_before|, |u|) (a jump from rest never does: 0 continues only 0)."""
+    return abs(u - u_before) <= CONTINUITY * max(abs(u_before), abs(u))
 
 
 def _fill_absent(q, qd, absent, followed):
