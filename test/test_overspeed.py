@@ -8,7 +8,9 @@ the hold's feedback a fraction of a N·m there), a speed at which the node refus
 before. An action goal is running meanwhile. Oracles: the simulator's own joint states
 (MuJoCo's), the node's /diagnostics and log, the action's result. state_timeout is 1 s (its
 largest value): a loaded host stalls the simulator for a few hundred ms now and then, which
-the node rightly calls stale; the test is about states that keep coming.
+the node rightly calls stale; the test is about states that keep coming. Twice: the
+simulator's states with velocities, and positions only (the node estimates the velocities; the
+jump gate follows the positions' steps).
 """
 import threading
 import time
@@ -21,6 +23,7 @@ import pytest
 import rclpy
 from rclpy.action import ActionClient
 from sensor_msgs.msg import JointState
+from starvation import check, CpuWait
 from std_msgs.msg import Float64MultiArray
 from test_action import goal_of, move
 
@@ -122,6 +125,7 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     future = probe.action.send_goal_async(goal_of(move(np.array(HOME), np.full(6, 0.1), 20.0)))
     assert wait_for(future.done, 10.0) and future.result().accepted
     result = future.result().get_result_async()
+    meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
     before = {key: int(probe.status(key)) for key in ('rejected joint_states',
                                                       'joint state jumps', 'fast states taken')}
     assert before['fast states taken'] == 0
@@ -137,14 +141,8 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     peak = int(np.argmax(speeds))
     assert speeds[peak] > 2.0 * VMAX, speeds[peak]  # the push made the case: refused before
 
-    # every state taken, the fast ones shown by their positions; at most one refused: when a
-    # stall of the host loses the states of the push's peak, the mean of the two velocities
-    # over the gap may not say how far it went (the next state, continuing that one, is taken:
-    # test_inputs). Before, every state beyond twice the limit was refused (~20 here)
     after = {key: int(probe.status(key)) for key in before}
-    assert after['rejected joint_states'] - before['rejected joint_states'] <= 1, log
-    assert after['joint state jumps'] - before['joint state jumps'] <= 1, log
-    assert after['fast states taken'] > 0
+    assert after['fast states taken'] > 0  # the fast ones shown by their positions
 
     # the fault named: ERROR in the log and on /diagnostics, the goal aborted with the reason
     assert f"joint '{JOINT}' at " in log and 'beyond its velocity limit 3.14159 rad/s: braking' \
@@ -178,6 +176,19 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
         last = [q[J] for t, q, *_ in probe.states if t > stamps[-1] - 0.5]
     assert speeds[-1] < 0.05 * VMAX and np.ptp(last) < 1e-3, (speeds[-1], np.ptp(last))
     assert controller.poll() is None and sim.poll() is None
+
+    # every state taken but one at most: when a stall of the host loses the states of the
+    # push's peak, the mean of the two velocities over the gap may not say how far it went, nor
+    # (positions only) the step before the gap the one after it; the next state, continuing
+    # that one, is taken (test_inputs). Before, every state beyond twice the limit was refused
+    # (~20 with velocities, 67 with positions only). A host that starves the simulator makes a
+    # gap of every late step it catches up, and the brake changes the speed across each (a
+    # run beside two busy processes: 3 and 6 refused, the arm braked to rest all the same):
+    # said to be, by the figures of the run
+    refused = (after['rejected joint_states'] - before['rejected joint_states'],
+               after['joint state jumps'] - before['joint state jumps'])
+    check(max(refused) <= 1, f'{refused[0]} states refused, {refused[1]} as jumps: {log}',
+          meter)
     over = stamps[speeds > VMAX]
     rest = stamps[(stamps > over[0]) & (speeds < 0.05 * VMAX)]
     print(f'peak {speeds[peak] / VMAX:.2f} x the limit; beyond it {over[-1] - over[0]:.3f} s; '

@@ -37,8 +37,11 @@ continues the one that led to the previous state, |u - u_prev| <= CONTINUITY · 
 source's pose breaks off, and the driver's next step continues the stream's); after states lost
 while the velocity changed (the brake during a stall), the state refused so is the candidate,
 and the next is taken if the candidate's mean velocity since the previous state lies between
-u_prev and the next one's step from it (margin CONTINUITY of the larger). Two states alone show
-no step: a stream that starts beyond the quick bounds has its second state refused. A
+u_prev and the next one's step from it (margin CONTINUITY of the larger), or if its step from
+the candidate continues the step into the candidate, both moving at MOVING x the limit or more
+(the push's peak lost in the gap: the stream has moved on on its own; a pose jumped to and held
+does not move). Two states alone show no step: a stream that starts beyond the quick bounds has
+its second state refused. A
 velocity field the positions contradict (a hostile or broken publisher), a position jump, a
 second source's pose, a first state beyond twice the limit: refused, counted in `jumps`. The
 gate opens again once the previous state is older than `fresh_for` (the node's state_timeout:
@@ -79,6 +82,7 @@ VELOCITY_MARGIN = 2.0  # a velocity beyond this times its limit must be shown by
 CONTINUITY = 0.25  # relative mismatch allowed between a fast state's motion and its velocities
 MIN_STEP = 2e-4  # [s] least stamp interval over which a fast state's motion is checked
 STAMP_AGREEMENT = 0.01  # [s] largest difference of the stamps' and the arrivals' intervals
+MOVING = 0.05  # positions only: a stream moving on after a gap moves at this x its limit
 
 
 class JointStateInput:
@@ -100,6 +104,7 @@ class JointStateInput:
         self._before = None  # (q list, stamp [ns]) of the state taken before the last one
         self._candidate = None  # (q, qd, stamp, arrival) of a fast state refused, or None
         self._positions = None  # q of the last state taken, a list
+        self._origin = None  # (q list, stamp [ns]) of the state received before the candidate
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
@@ -193,6 +198,8 @@ class JointStateInput:
             self.fast += 1
             self._candidate = None
             return
+        origin = self._candidate or previous  # the state received before this one
+        self._origin = (origin[0], origin[2]) if origin[0] is not None else None
         self._candidate = (q, qd, stamp_ns, now) if stamp_ns else None
         self.jumps += 1
         self._refuse(q, qd, suspects[0], now - self.time, self.valid and (
@@ -270,8 +277,9 @@ class JointStateInput:
         it and the candidate's mean velocity since the reference, u_gap, lies between the
         velocity that led to the reference and this state's from the candidate (each joint of
         `joints`, with CONTINUITY of the larger as margin; this state's alone when the
-        reference's is unknown). A pose jumped to and held, or alternating with the stream's,
-        never does (u_gap is far beyond both)."""
+        reference's is unknown); or if the candidate and this state continue the step into
+        the candidate (`_moves_on`: the push's peak lost in the gap, its speed up and down).
+        A pose jumped to and held, or alternating with the stream's, never does."""
         candidate = self._candidate
         if candidate is None or candidate[1] is not None:
             return False
@@ -287,6 +295,25 @@ class JointStateInput:
             u_ref = u if lead_in is None else (q_ref[j] - lead_in[0][j]) / lead_in[1]
             margin = CONTINUITY * max(abs(u), abs(u_ref))
             if not min(u, u_ref) - margin <= u_gap <= max(u, u_ref) + margin:
+                return self._moves_on(q, candidate, step, joints)
+        return True
+
+    def _moves_on(self, q, candidate, step, joints):
+        """Positions only: True if the step from the candidate to this state (`step` [s])
+        continues the step into the candidate from the state received before it (`_origin`,
+        refused or taken), `_smooth`, every joint of `joints` moving at least MOVING times its
+        limit in both: the stream has moved on from the gap on its own. A pose jumped to and
+        held never does (it does not move); nor a second source between the driver's states
+        (its step and the driver's next one point opposite ways)."""
+        origin, (q_c, _, stamp_c, _) = self._origin, candidate
+        if origin is None or not origin[1]:
+            return False
+        lead = (stamp_c - origin[1]) * 1e-9
+        if not MIN_STEP <= lead <= self.fresh_for:
+            return False
+        for j in joints:
+            u_in, u = (q_c[j] - origin[0][j]) / lead, (q[j] - q_c[j]) / step
+            if min(abs(u_in), abs(u)) < MOVING * self._limits[j] or not _smooth(u_in, u):
                 return False
         return True
 
