@@ -38,10 +38,12 @@ source's pose breaks off, and the driver's next step continues the stream's); af
 while the velocity changed (the brake during a stall), the state refused so is the candidate,
 and the next is taken if the candidate's mean velocity since the previous state lies between
 u_prev and the next one's step from it (margin CONTINUITY of the larger), or if its step from
-the candidate continues the step into the candidate, both moving at MOVING x the limit or more
-(the push's peak lost in the gap: the stream has moved on on its own; a pose jumped to and held
-does not move). Two states alone show no step: a stream that starts beyond the quick bounds has
-its second state refused. A
+the candidate continues the step into the candidate, both moving at MOVING x the limit or more,
+the way and at most GAP_RATIO x as fast on the mean since the last state taken (the push's peak
+lost in the gap: the stream has moved on on its own; a pose jumped to and held does not move, a
+pose jumped to by a moving stream is far beyond its speed; the gate reopens for it when stale).
+Two states alone show no step: a stream that starts beyond the quick bounds has its second
+state refused. A
 velocity field the positions contradict (a hostile or broken publisher), a position jump, a
 second source's pose, a first state beyond twice the limit: refused, counted in `jumps`. The
 gate opens again once the previous state is older than `fresh_for` (the node's state_timeout:
@@ -83,6 +85,7 @@ CONTINUITY = 0.25  # relative mismatch allowed between a fast state's motion and
 MIN_STEP = 2e-4  # [s] least stamp interval over which a fast state's motion is checked
 STAMP_AGREEMENT = 0.01  # [s] largest difference of the stamps' and the arrivals' intervals
 MOVING = 0.05  # positions only: a stream moving on after a gap moves at this x its limit
+GAP_RATIO = 6.0  # positions only: ... and at most this x as fast since the last state taken
 
 
 class JointStateInput:
@@ -295,25 +298,31 @@ class JointStateInput:
             u_ref = u if lead_in is None else (q_ref[j] - lead_in[0][j]) / lead_in[1]
             margin = CONTINUITY * max(abs(u), abs(u_ref))
             if not min(u, u_ref) - margin <= u_gap <= max(u, u_ref) + margin:
-                return self._moves_on(q, candidate, step, joints)
+                return self._moves_on(q, candidate, step, joints, (q_ref, stamp_ref, stamp_ns))
         return True
 
-    def _moves_on(self, q, candidate, step, joints):
+    def _moves_on(self, q, candidate, step, joints, since):
         """Positions only: True if the step from the candidate to this state (`step` [s])
         continues the step into the candidate from the state received before it (`_origin`,
         refused or taken), `_smooth`, every joint of `joints` moving at least MOVING times its
-        limit in both: the stream has moved on from the gap on its own. A pose jumped to and
-        held never does (it does not move); nor a second source between the driver's states
-        (its step and the driver's next one point opposite ways)."""
-        origin, (q_c, _, stamp_c, _) = self._origin, candidate
+        limit in both, the way it went since the last state taken, and at most GAP_RATIO
+        times faster on the mean since then (`since`: that state's q, its stamp and this
+        one's [ns]; the gap held the push's peak, not a teleport): the stream has moved on
+        from the gap on its own. A pose jumped to and held never does (it does not move);
+        nor a second source between the driver's states (its step and the driver's next one
+        point opposite ways)."""
+        origin, (q_c, _, stamp_c, _), (q_ref, stamp_ref, stamp_ns) = self._origin, candidate, since
         if origin is None or not origin[1]:
             return False
+        span = (stamp_ns - stamp_ref) * 1e-9
         lead = (stamp_c - origin[1]) * 1e-9
         if not MIN_STEP <= lead <= self.fresh_for:
             return False
         for j in joints:
             u_in, u = (q_c[j] - origin[0][j]) / lead, (q[j] - q_c[j]) / step
-            if min(abs(u_in), abs(u)) < MOVING * self._limits[j] or not _smooth(u_in, u):
+            mean = (q[j] - q_ref[j]) / span
+            if min(abs(u_in), abs(u)) < MOVING * self._limits[j] or not _smooth(u_in, u) or (
+                    not 0.0 < mean / u <= GAP_RATIO):
                 return False
         return True
 
