@@ -8,6 +8,8 @@ tests time their states by the clock they run on (a loaded host only widens the 
 import math
 import time
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 from sensor_msgs.msg import JointState
@@ -415,3 +417,34 @@ def test_a_positions_only_pose_jumped_to_by_a_moving_stream_is_refused():
     state, clock = started(driver)
     taken = [feed(state, clock, driver(k * 1e-3), k * 1e-3) for k in range(60)]
     assert taken[:15] == [True] * 15 and not any(taken[15:45])
+
+
+@settings(max_examples=60, deadline=None)
+@given(motion=st.sampled_from(sorted(MOVING)), held=st.booleans(),
+       second=st.lists(st.tuples(st.integers(0, 39),
+                                 st.sampled_from([0.01, -0.1, 0.3, 3.0, 100.0]),
+                                 st.sampled_from(['between', 'same', 'backwards', 'zero',
+                                                  'late'])), min_size=1, max_size=30))
+def test_a_second_positions_only_stream_of_odd_states_never_gets_through(motion, held,
+                                                                         second):
+    """The in-process counterpart of test_node_fuzz's second stream, positions only: between
+    the driver's states (at rest or at 4 x the limit), a second publisher's states at poses
+    jumped by 0.01-100 rad (held, or moving with the driver), stamped between the driver's, at
+    the same instant, backwards, zero or 0.5 s late. None is taken; every driver state is."""
+    driver = MOVING[motion]
+    state, clock = started(driver)
+    odd = {}
+    for k, offset, stamping in second:
+        odd.setdefault(k, []).append((offset, stamping))
+    for k in range(40):
+        t = k * 1e-3
+        assert feed(state, clock, driver(t), t), (k, state.jumps)
+        for offset, stamping in odd.get(k, []):
+            stamp = {'between': t + 5e-4, 'same': t, 'backwards': t - 3e-3, 'zero': None,
+                     'late': t + 0.5}[stamping]
+            clock.t = 100.0 + t + 6e-4
+            msg = message((Q if held else driver(t + 5e-4)) + offset, (),
+                          0 if stamp is None else clock.t0_ns + round(stamp * 1e9))
+            with pytest.raises(ValueError):
+                state.take(msg)
+        np.testing.assert_array_equal(state.q, driver(t))
