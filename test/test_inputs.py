@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import JointState
 
+from rnea_controller.control.jump_gate import JUMP_SLACK
 from rnea_controller.control.timing import LoopTiming
-from rnea_controller.ros.inputs import JointStateInput, JUMP_SLACK
+from rnea_controller.ros.inputs import JointStateInput
 
 NAMES = ['j1', 'j2', 'j3']
 VMAX = np.array([1.0, 2.0, 3.0])  # [rad/s]
