@@ -17,6 +17,8 @@ from builtin_interfaces.msg import Duration
 from conftest import console_script, Processes, wait_for
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 import rclpy
@@ -407,3 +409,84 @@ def test_controller_state_agrees_with_the_feedback(fed):
     assert indices == sorted(indices) and indices[0] == 0
     check(indices[-1] >= 1, f'feedback indices {sorted(set(indices))}: the goal did not pass '
           'its first point', meter)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1.0, 1.0), st.just('read')), min_size=1, max_size=60))
+def test_the_ticks_worst_errors_reach_the_monitor_whatever_the_interleaving(operations):
+    """The tick's two windows and the monitor's reads (in process, no ROS: the action server's
+    tick side, as bench_action drives it): each tick's error e (joint 0's position) is in the
+    first read after it, whatever ticks and reads alternate (the first flip after a read opens
+    the window that read has seen whole), and a read reports an error some tick had."""
+    from rnea_controller.ros.action_server import TrajectoryActionServer
+
+    class Controller:
+        trajectory = object()
+
+    server = TrajectoryActionServer.__new__(TrajectoryActionServer)
+    server.controller, m = Controller(), 2
+    server._snap, server._snap_ns, server._seq = np.zeros((6, m)), 0, 0
+    server._worst = np.zeros((2, 3, m))
+    server._windows, server._epoch, server._flip = (server._worst[0], server._worst[1]), 0, 0
+    server._path = (Controller.trajectory, 2**62)
+    ref, q, index = np.zeros((3, m)), np.zeros(m), np.arange(m)
+    since, seen = [], {0.0}  # errors since the last read; of every tick so far
+    for operation in operations + ['read']:
+        if operation == 'read':
+            worst = server.path_errors(Controller.trajectory)
+            assert abs(worst[0, 0]) >= max(map(abs, since), default=0.0)
+            assert worst[0, 0] in seen
+            since = []
+        else:
+            seen.add(operation)
+            q[0] = -operation  # error = desired 0 - actual
+            server.leave_snapshot(1, ref, q, q, index, np.zeros(m))
+            since.append(operation)
+
+
+
+
+def test_a_tick_between_the_monitors_copy_and_its_request_is_not_lost():
+    """The race of the two threads, placed: a tick runs after the monitor's copy of the
+    windows (the seqlock retries a copy torn by a tick, not a tick after it) and before its
+    request that the tick start the other over (the request's setter runs it). Its error is in
+    the next read. (A single window started over on the request lost it: with the windows
+    aliased, this test fails.)"""
+    from rnea_controller.ros.action_server import TrajectoryActionServer
+
+    class Controller:
+        trajectory = object()
+
+    class Racing(TrajectoryActionServer):
+        race = []
+
+        @property
+        def _flip(self):
+            return self.__dict__['flip']
+
+        @_flip.setter
+        def _flip(self, epoch):
+            while self.race:
+                tick(self.race.pop())
+            self.__dict__['flip'] = epoch
+
+    server = Racing.__new__(Racing)
+    server.controller, m = Controller(), 3
+    server._snap, server._snap_ns, server._seq = np.zeros((6, m)), 0, 0
+    server._worst = np.zeros((2, 3, m))
+    server._windows, server._epoch, server._flip = (server._worst[0], server._worst[1]), 0, 0
+    server._path = (Controller.trajectory, 2**62)
+    ref, q, index, tau = np.zeros((3, m)), np.zeros(m), np.arange(m), np.zeros(m)
+
+    def tick(joint):
+        q[:] = 0.0
+        q[joint] = -1.0
+        server.leave_snapshot(1, ref, q, q, index, tau)
+
+    tick(0)
+    Racing.race.append(1)
+    first = server.path_errors(Controller.trajectory)
+    assert first[0].tolist() == [1.0, 0.0, 0.0]  # copied before tick 1
+    tick(2)  # the first tick after the request: the other window starts over
+    second = server.path_errors(Controller.trajectory)
+    assert second[0, 1] == 1.0 and second[0, 2] == 1.0
