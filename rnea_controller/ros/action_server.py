@@ -71,8 +71,9 @@ class Goal:
 class TrajectoryActionServer:
     """The action server and state publisher of `controller` (an active ControllerNode).
 
-    values: its parameter values, for the rates; the tolerances' defaults are read from
-    `controller.config.values` at each goal (constraints.* may change at any time).
+    values: its parameter values, for the rates; the tolerances' defaults are read from the
+    newest config at each goal (constraints.* may change at any time; one set before a goal
+    applies to it even if no tick has swapped it in yet).
     """
 
     def __init__(self, controller, values):
@@ -211,7 +212,10 @@ class TrajectoryActionServer:
         self._planned = None
         if self._active is not None:
             self._active.end('abort', rules.INVALID_GOAL, rules.PREEMPTED_TEXT)
-        defaults = rules.default_tolerances(self.controller.config.values, self.joints)
+        # the newest config: a parameter set accepted before this goal applies to it, even
+        # if no tick has swapped it in yet (a starved loop)
+        config = self.controller._pending or self.controller.config
+        defaults = rules.default_tolerances(config.values, self.joints)
         tolerances, reason = rules.goal_tolerances(
             defaults, self.joints,
             [(t.name, t.position, t.velocity, t.acceleration) for t in request.path_tolerance],
