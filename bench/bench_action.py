@@ -11,6 +11,11 @@ p50 / max, feedback rate [Hz] of the running goal, and in both windows the loop'
 from its /diagnostics (measured in the node, once a second, so that nothing is lost to a slow
 subscriber): loop rate, worst second's period jitter p99 [µs] and missed ticks. On a shared,
 loaded machine the figures are noisy: compare the two windows, not the absolute numbers.
+
+First, in this process: what the tick spends on the action (issue 31), `leave_snapshot` per call
+[µs], best of 7: without a goal (the snapshot copy alone, the peer: what the tick spent before
+the path errors were kept), and while a goal runs, with the worst errors kept (one compiled
+`goal.keep_worst` call; the monitor judges them).
 """
 import argparse
 import os
@@ -109,12 +114,46 @@ def row(name, seconds):
     return f'{name:<24} {len(seconds):>7} {rate:>9.1f} {jitter:>12.1f} {missed:>8.0f}'
 
 
+def tick_share(repeats=7, calls=20000):
+    """[µs] per leave_snapshot call, best of `repeats`: {case: figure}."""
+    from rnea_controller.ros.action_server import TrajectoryActionServer
+
+    class Controller:
+        trajectory = object()
+
+    server = TrajectoryActionServer.__new__(TrajectoryActionServer)  # its tick side, no ROS
+    server.controller, m = Controller(), 6
+    server._snap, server._snap_ns, server._seq = np.zeros((6, m)), 0, 0
+    server._worst = np.zeros((2, 3, m))
+    server._windows, server._epoch, server._flip = (server._worst[0], server._worst[1]), 0, 0
+    ref, q, qd, tau = np.ones((3, m)), np.zeros(7), np.zeros(7), np.zeros(m)
+    index = np.arange(m)
+    figures = {}
+    for case, path in (('no goal (the copy alone)', None),
+                       ('a goal running: worst errors kept', (Controller.trajectory, 2**62))):
+        server._path = path
+        best = np.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for k in range(calls):
+                server.leave_snapshot(k, ref, q, qd, index, tau)
+            best = min(best, (time.perf_counter() - t0) / calls)
+        figures[case] = best * 1e6
+    return figures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--duration', type=float, default=5.0)
     parser.add_argument('--goal-period', type=float, default=0.1)
     options = parser.parse_args()
     from state_feeder import StateFeeder
+
+    figures = tick_share()
+    peer = figures['no goal (the copy alone)']
+    print("the tick's leave_snapshot [us per call], best of 7 x 20000:")
+    for case, figure in figures.items():
+        print(f'  {case:<36} {figure:6.2f}  ({figure / peer:.2f} x the copy alone)')
 
     from rnea_controller import default_urdf_path, RobotModel
     joints = list(RobotModel.from_urdf_file(default_urdf_path()).joint_names)

@@ -111,3 +111,32 @@ def test_no_goal_time_waits_forever_and_path_not_checked_after_end():
     monitor = _monitor(goal_time=0.0)
     assert monitor.update(1.0, np.zeros((3, 2)), _state(0.0)) is None
     assert monitor.update(1e6, np.zeros((3, 2)), _state(0.5)) is None
+
+
+def test_keep_worst_keeps_the_signed_error_of_largest_magnitude():
+    """keep_worst against numpy over random ticks: per row and joint, the error desired -
+    actual of largest |e| (actual acceleration 0), from the last reset on."""
+    rng = np.random.default_rng(7)
+    ticks = rng.normal(size=(50, 6, 2))  # rows: desired q, qd, qdd, measured q, qd, tau
+    worst = np.full((3, 2), np.nan)
+    for k, snapshot in enumerate(ticks):
+        goal.keep_worst(worst, snapshot, k in (0, 30))
+    errors = np.stack([ticks[30:, 0] - ticks[30:, 3], ticks[30:, 1] - ticks[30:, 4],
+                       ticks[30:, 2]], axis=1)  # (ticks, 3, 2)
+    picked = np.take_along_axis(errors, np.abs(errors).argmax(axis=0)[None], axis=0)[0]
+    np.testing.assert_array_equal(worst, picked)
+
+
+def test_the_worst_error_before_the_end_violates_the_path_when_judged_late():
+    """A monitor that runs only after the goal's end (starved, or a slow action_monitor_rate)
+    sees the arm at rest within the goal tolerance; the ticks' worst error on the way, 0.2 >
+    0.1, is a path violation all the same (JTC checks every update). Within: success."""
+    zero = np.zeros((3, 2))
+    worst = np.array([[0.0, -0.2], [0.0, 0.0], [0.0, 0.0]])
+    monitor = _monitor()
+    assert monitor.update(2.5, zero, _state(0.0), worst) == (
+        goal.PATH_TOLERANCE_VIOLATED, 'Aborted due to path tolerance violation')
+    assert monitor.detail == 'b position error -0.2 > 0.1 (the worst since the last check)'
+    monitor = _monitor()
+    assert monitor.update(2.5, zero, _state(0.0), 0.5 * worst) == (goal.SUCCESSFUL,
+                                                                   'Goal successfully reached!')

@@ -8,7 +8,9 @@ the hold's feedback a fraction of a N·m there), a speed at which the node refus
 before. An action goal is running meanwhile. Oracles: the simulator's own joint states
 (MuJoCo's), the node's /diagnostics and log, the action's result. state_timeout is 1 s (its
 largest value): a loaded host stalls the simulator for a few hundred ms now and then, which
-the node rightly calls stale; the test is about states that keep coming.
+the node rightly calls stale; the test is about states that keep coming. Twice: the
+simulator's states with velocities, and positions only (the node estimates the velocities; the
+jump gate follows the positions' steps).
 """
 import threading
 import time
@@ -21,6 +23,7 @@ import pytest
 import rclpy
 from rclpy.action import ActionClient
 from sensor_msgs.msg import JointState
+from starvation import check, CpuWait
 from std_msgs.msg import Float64MultiArray
 from test_action import goal_of, move
 
@@ -77,10 +80,19 @@ class Probe:
         return None if status is None else {kv.key: kv.value for kv in status.values}[key]
 
     def speeds(self):
-        """(stamps [s], |qd| of the pushed joint [rad/s]) of the states so far."""
+        """(stamps [s], |qd| of the pushed joint [rad/s], its effort applied [N·m]) of the
+        states so far; of a positions-only stream, each state's step velocity since the one
+        before (MuJoCo's positions: the mean velocity over the step)."""
         with self.lock:
             states = list(self.states)
-        return np.array([s[0] for s in states]), np.array([abs(s[2][J]) for s in states])
+        stamps = np.array([s[0] for s in states])
+        efforts = np.array([s[3][J] for s in states])
+        if not states or len(states[0][2]):
+            return stamps, np.array([abs(s[2][J]) for s in states]), efforts
+        q, steps = np.array([s[1][J] for s in states]), np.diff(stamps)
+        moved = steps > 0  # a state the probe received twice has no step
+        v = np.abs(np.diff(q)[moved] / steps[moved])
+        return stamps[1:][moved], v, efforts[1:][moved]
 
     def close(self):
         self.spinner.stop()
@@ -89,12 +101,13 @@ class Probe:
         rclpy.shutdown()
 
 
-@pytest.fixture
-def pushed(tmp_path):
+@pytest.fixture(params=['velocities', 'positions only'])
+def pushed(tmp_path, request):
     procs = Processes(tmp_path)
     sim = procs.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={NS}',
                        '-p', f'push.joint:={JOINT}', '-p', 'push.torque:=11.0',
-                       '-p', 'push.start:=4.0', '-p', 'push.duration:=0.015'])
+                       '-p', 'push.start:=4.0', '-p', 'push.duration:=0.015',
+                       '-p', f'publish_velocity:={str(request.param == "velocities").lower()}'])
     controller = procs.start([console_script('rnea-controller'), '--ros-args', '-r',
                               f'__ns:={NS}', '-p', 'state_timeout:=1.0'])
     probe = Probe()
@@ -112,6 +125,7 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     future = probe.action.send_goal_async(goal_of(move(np.array(HOME), np.full(6, 0.1), 20.0)))
     assert wait_for(future.done, 10.0) and future.result().accepted
     result = future.result().get_result_async()
+    meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
     before = {key: int(probe.status(key)) for key in ('rejected joint_states',
                                                       'joint state jumps', 'fast states taken')}
     assert before['fast states taken'] == 0
@@ -123,18 +137,12 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     assert wait_for(lambda: probe.status('mode') == 'hold', 5.0)
     time.sleep(1.0)
     log = procs.output(controller)
-    stamps, speeds = probe.speeds()
+    stamps, speeds, efforts = probe.speeds()
     peak = int(np.argmax(speeds))
     assert speeds[peak] > 2.0 * VMAX, speeds[peak]  # the push made the case: refused before
 
-    # every state taken, the fast ones shown by their positions; at most one refused: when a
-    # stall of the host loses the states of the push's peak, the mean of the two velocities
-    # over the gap may not say how far it went (the next state, continuing that one, is taken:
-    # test_inputs). Before, every state beyond twice the limit was refused (~20 here)
     after = {key: int(probe.status(key)) for key in before}
-    assert after['rejected joint_states'] - before['rejected joint_states'] <= 1, log
-    assert after['joint state jumps'] - before['joint state jumps'] <= 1, log
-    assert after['fast states taken'] > 0
+    assert after['fast states taken'] > 0  # the fast ones shown by their positions
 
     # the fault named: ERROR in the log and on /diagnostics, the goal aborted with the reason
     assert f"joint '{JOINT}' at " in log and 'beyond its velocity limit 3.14159 rad/s: braking' \
@@ -153,8 +161,8 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     # of each new state) reached the arm within every 0.1 s of its motion, by the simulator's
     # clock: the effort it applies changed
     assert 'stale' not in log
+    moving = list(zip(stamps[speeds > 0.05 * VMAX], efforts[speeds > 0.05 * VMAX]))
     with probe.lock:
-        moving = [(t, e[J]) for t, _, qd, e in probe.states if abs(qd[J]) > 0.05 * VMAX]
         taus = np.array(probe.commands)
     assert np.all(np.abs(taus) <= MODEL.effort_limits)
     changes = [t for (t, e), (_, e_prev) in zip(moving[1:], moving) if e != e_prev]
@@ -166,8 +174,24 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     assert np.all(speeds[below:] < 1.5 * VMAX)
     with probe.lock:
         last = [q[J] for t, q, *_ in probe.states if t > stamps[-1] - 0.5]
-    assert speeds[-1] < 0.05 * VMAX and np.ptp(last) < 1e-3, (speeds[-1], np.ptp(last))
+    assert speeds[-1] < 0.05 * VMAX, speeds[-1]
+    # held where it stopped: within 1 mrad over 0.5 s (a run beside two busy processes moved
+    # 1.2 mrad: the hold's commands late; said to be, by the figures of the run)
+    check(np.ptp(last) < 1e-3, f'the held joint moved {np.ptp(last):.3g} rad in 0.5 s', meter)
     assert controller.poll() is None and sim.poll() is None
+
+    # every state taken but one at most: when a stall of the host loses the states of the
+    # push's peak, the mean of the two velocities over the gap may not say how far it went, nor
+    # (positions only) the step before the gap the one after it; the next state, continuing
+    # that one, is taken (test_inputs). Before, every state beyond twice the limit was refused
+    # (~20 with velocities, 67 with positions only). A host that starves the simulator makes a
+    # gap of every late step it catches up, and the brake changes the speed across each (a
+    # run beside two busy processes: 3 and 6 refused, the arm braked to rest all the same):
+    # said to be, by the figures of the run
+    refused = (after['rejected joint_states'] - before['rejected joint_states'],
+               after['joint state jumps'] - before['joint state jumps'])
+    check(max(refused) <= 1, f'{refused[0]} states refused, {refused[1]} as jumps: {log}',
+          meter)
     over = stamps[speeds > VMAX]
     rest = stamps[(stamps > over[0]) & (speeds < 0.05 * VMAX)]
     print(f'peak {speeds[peak] / VMAX:.2f} x the limit; beyond it {over[-1] - over[0]:.3f} s; '

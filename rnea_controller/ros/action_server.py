@@ -9,12 +9,18 @@ path's own `inputs.plan_trajectory`, from the reference the node had at that ins
 `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
 (a seqlock: the reader retries a torn copy) from which feedback and controller_state are built;
 the tick leaves it once `wanted` (from the first goal or the first controller_state
-subscriber on: until then nobody reads it).
+subscriber on: until then nobody reads it). While a goal's trajectory runs and before its end,
+the tick also keeps each joint's worst error (`goal.keep_worst`, one compiled call) in one of
+two windows; the monitor reads both and asks the tick to open the other (the window it asks to
+start over holds what the monitor has already read), so every tick's error is judged once the
+monitor runs, however late.
 
 Semantics (ros2_controllers kilted, joint_trajectory_controller.cpp; rules in control/goal.py):
 an invalid goal is rejected when received, its reason logged; an accepted goal preempts the
 running one (ABORTED, INVALID_GOAL, "Current goal preempted by new incoming action."); feedback
-and the outcome are evaluated at `action_monitor_rate` [Hz] on the newest snapshot;
+and the outcome are evaluated at `action_monitor_rate` [Hz] on the newest snapshot, the path
+tolerance also on the worst error of every tick since the last evaluation (JTC checks it at
+every update: a monitor starved for a whole short goal saw only its end, and reported success);
 PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED and cancel (CANCELED) hold the measured
 position; success holds the last point. Beyond JTC: a trajectory on ~/joint_trajectory, or the
 node dropping the trajectory (stale joint states; braking: a joint beyond its velocity limit),
@@ -65,8 +71,9 @@ class Goal:
 class TrajectoryActionServer:
     """The action server and state publisher of `controller` (an active ControllerNode).
 
-    values: its parameter values, for the rates; the tolerances' defaults are read from
-    `controller.config.values` at each goal (constraints.* may change at any time).
+    values: its parameter values, for the rates; the tolerances' defaults are read from the
+    newest config at each goal (constraints.* may change at any time; one set before a goal
+    applies to it even if no tick has swapped it in yet).
     """
 
     def __init__(self, controller, values):
@@ -79,6 +86,11 @@ class TrajectoryActionServer:
         self.log = controller.get_logger()
         self._snap = np.zeros((6, len(self.joints)))  # ref (3 rows), q, qd, tau
         self._snap_ns, self._seq = 0, 0
+        self._worst = np.zeros((2, 3, len(self.joints)))  # two windows of the worst errors
+        self._windows = (self._worst[0], self._worst[1])
+        self._epoch = self._flip = 0  # the tick's window (parity), the monitor's request
+        self._path = None  # (trajectory, end [ns]) whose path errors the tick keeps, or None
+        rules.keep_worst(self._windows[0], self._snap, True)  # compiled (or loaded) here
         self.wanted = False  # the tick leaves snapshots from the first goal or subscriber on
         self._pending, self._active, self._planned = None, None, None
         self.state_pub = self.node.create_publisher(
@@ -108,16 +120,26 @@ class TrajectoryActionServer:
             self._pending = None
             if self.controller.trajectory is pending[1]:
                 self.controller.trajectory = pending[0]
+                self._seq += 1
+                self._worst[:] = 0.0
+                self._path = pending[2]
+                self._seq += 1
 
     def leave_snapshot(self, ref_ns, ref, q, qd, index, tau):
         """Copy this tick's reference (3, m) for instant ref_ns [ns], the measured q, qd (n,)
-        at the controlled joints' model `index` and the command tau [N·m] for the action."""
+        at the controlled joints' model `index` and the command tau [N·m] for the action;
+        before the running goal's end, its worst errors (`keep_worst`)."""
         self._seq += 1
         self._snap[0:3] = ref
         self._snap[3] = q[index]  # (np.take with out= costs 3x this)
         self._snap[4] = qd[index]
         self._snap[5] = tau
         self._snap_ns = ref_ns
+        path = self._path
+        if path is not None and ref_ns < path[1] and self.controller.trajectory is path[0]:
+            reset = self._flip != self._epoch
+            self._epoch = self._flip
+            rules.keep_worst(self._windows[self._epoch % 2], self._snap, reset)
         self._seq += 1
 
     # --- the action's thread ----------------------------------------------------------------
@@ -132,6 +154,23 @@ class TrajectoryActionServer:
                     return (ns, data) if seq else None
             time.sleep(0)
         return None
+
+    def path_errors(self, trajectory):
+        """The worst errors (3, m) of the ticks that followed `trajectory` before its end
+        since the last call, or None (no tick kept them for it: not yet swapped in)."""
+        for _ in range(100):
+            seq = self._seq
+            if seq % 2 == 0:
+                worst, epoch, path = self._worst.copy(), self._epoch, self._path
+                if self._seq == seq:
+                    break
+            time.sleep(0)
+        else:
+            return None
+        if path is None or path[0] is not trajectory:
+            return None
+        self._flip = epoch + 1  # the tick starts the other window over: this one is read
+        return np.where(np.abs(worst[1]) > np.abs(worst[0]), worst[1], worst[0])
 
     def _plan(self, msg):
         """Validate the goal's trajectory and plan it from the node's reference now, with the
@@ -173,7 +212,10 @@ class TrajectoryActionServer:
         self._planned = None
         if self._active is not None:
             self._active.end('abort', rules.INVALID_GOAL, rules.PREEMPTED_TEXT)
-        defaults = rules.default_tolerances(self.controller.config.values, self.joints)
+        # the newest config: a parameter set accepted before this goal applies to it, even
+        # if no tick has swapped it in yet (a starved loop)
+        config = self.controller._pending or self.controller.config
+        defaults = rules.default_tolerances(config.values, self.joints)
         tolerances, reason = rules.goal_tolerances(
             defaults, self.joints,
             [(t.name, t.position, t.velocity, t.acceleration) for t in request.path_tolerance],
@@ -181,7 +223,8 @@ class TrajectoryActionServer:
             request.goal_time_tolerance.sec + request.goal_time_tolerance.nanosec * 1e-9)
         if reason:
             self.log.error(f'action goal: {reason}')
-        self._pending = (trajectory, based_on)
+        end_ns = self.controller._t0_ns + round(times[-1] * 1e9)
+        self._pending = (trajectory, based_on, (trajectory, end_ns))
         self._active = Goal(handle, trajectory, rules.GoalMonitor(tolerances, times, self.joints),
                             based_on)
         self.log.info(f'action goal accepted: {len(times)} points, ends in '
@@ -219,7 +262,7 @@ class TrajectoryActionServer:
         if snap is not None:
             node = self.controller
             hold = Trajectory.hold(snap[1][3], node._seconds(node._now_ns()))
-            self._pending = (hold, node.trajectory)
+            self._pending = (hold, node.trajectory, None)
 
     def _replaced(self, goal):
         """Why the node's trajectory is no longer the goal's (None: it still is)."""
@@ -251,7 +294,7 @@ class TrajectoryActionServer:
         t = self.controller._seconds(ns)
         desired, actual = data[0:3], np.vstack([data[3:5], np.zeros(len(self.joints))])
         goal.handle.publish_feedback(self._feedback(ns, data, goal.monitor.index(t)))
-        outcome = goal.monitor.update(t, desired, actual)
+        outcome = goal.monitor.update(t, desired, actual, self.path_errors(goal.trajectory))
         if outcome is None:
             return
         code, text = outcome

@@ -18,23 +18,9 @@ Velocities, by `velocity_source`: 'measured' (the message must carry them), 'est
 state. A positions-only state in a stream whose velocities are measured is refused (a second
 source, e.g. joint_state_publisher beside the driver).
 
-The jump gate (issue 26; issue 29: a fast state is a fact, not an intruder). A state passes at
-once if its positions are within what the joints' velocity limits allow since the previous
-state's arrival (plus JUMP_SLACK) and no velocity is beyond VELOCITY_MARGIN times its limit.
-Otherwise it is taken only if its motion is continuous with the stream: the previous state is
-fresh, both carry velocities and stamps, their stamps are MIN_STEP to `fresh_for` apart and at
-most STAMP_AGREEMENT further apart than their arrivals, and every joint beyond the quick bounds
-moved by what its velocities say over the stamps' interval, |Δq - (qd_prev + qd) / 2 · dt| <=
-CONTINUITY · |(qd_prev + qd) / 2 · dt| (a real overspeed shows in the positions too; the node
-then brakes: control/modes.py). When states of a fast stream were lost or delayed, that
-interval can hold more than the mean says (a push and the brake): the first state refused so is
-kept as a candidate, and the next is taken if it continues the candidate (its suspect joints
-beyond their limits, continuous from it; the others within the quick bounds of it). A
-velocity field the positions contradict (a hostile or broken publisher), a position jump, a
-second source's pose, a first state beyond twice the limit: refused, counted in `jumps`. The
-gate opens again once the previous state is older than `fresh_for` (the node's state_timeout:
-it went stale, and the first fresh state after that starts a hold where it is). A state is
-checked whole before anything is written: taken whole or refused whole.
+The jump gate (issue 26; issue 29: a fast state is a fact, not an intruder) is
+control/jump_gate.py's JumpGate: every state is checked before anything is written, taken
+whole or refused whole.
 """
 import math
 import time
@@ -45,6 +31,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from rnea_controller import wire
+from rnea_controller.control.jump_gate import JumpGate
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import DescriptionWarning, ModelError
@@ -65,11 +52,6 @@ def check_names(names):
 
 
 NO_VELOCITY = np.zeros(0)
-JUMP_SLACK = 2e-3  # [s] of motion at the velocity limit a state may add to its arrival step
-VELOCITY_MARGIN = 2.0  # a velocity beyond this times its limit must be shown by the positions
-CONTINUITY = 0.25  # relative mismatch allowed between a fast state's motion and its velocities
-MIN_STEP = 2e-4  # [s] least stamp interval over which a fast state's motion is checked
-STAMP_AGREEMENT = 0.01  # [s] largest difference of the stamps' and the arrivals' intervals
 
 
 class JointStateInput:
@@ -79,15 +61,10 @@ class JointStateInput:
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
     def __init__(self, joint_names, timing=None, required=None, mimic=(),
-                 velocity_limits=None):
+                 velocity_limits=None, clock=time.perf_counter):
         n = len(joint_names)
-        self._limits = [math.inf] * n if velocity_limits is None else [
-            float(v) for v in velocity_limits]  # [rad/s] of the jump gate
-        self.fresh_for = math.inf  # [s] the jump gate compares with a state this recent
-        self.jumps = 0  # states refused by the jump gate
-        self.fast = 0  # states beyond the gate's quick bounds taken: their motion is continuous
-        self._stamp_ns, self._velocity = 0, None  # of the last state taken: its stamp, qd sent
-        self._candidate = None  # (q, qd, stamp, arrival) of a fast state refused, or None
+        self._clock = clock  # [s] the arrivals' (the tick's clock; a test's own in tests)
+        self.gate = JumpGate(joint_names, velocity_limits)
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
         self.mimic = mimic  # RobotModel.mimic: (follower, leader, multiplier, offset)
@@ -152,95 +129,35 @@ class JointStateInput:
         if qd is None and self.timing is not None and self.timing.estimating is False:
             raise ValueError('no velocities in a stream whose velocities are measured '
                              '(a second joint-state publisher?)')
-        now = time.perf_counter()
+        now = self._clock()
         velocities = None if qd is None else qd.tolist()
-        self._check_motion(q.tolist(), velocities, now, stamp_ns)
+        positions = q.tolist()
+        self.gate.check(positions, velocities, now, stamp_ns)
         self._store(q, qd, now, stamp_ns)
-        self._stamp_ns, self._velocity = stamp_ns, velocities
+        self.gate.taken(positions, velocities, now, stamp_ns)
 
-    def _check_motion(self, q, qd, now, stamp_ns):
-        """ValueError (counted in `jumps`) unless the state passes the jump gate (module doc):
-        at once if no joint is `_suspect` against the previous state; else if the suspects'
-        motion is continuous with it (`_continuous`), or, after a state refused that way (a
-        fast stream whose states were lost or delayed), with that one (`_candidate`). q, qd:
-        lists (plain floats: 2 µs a state, numpy's took 7.5)."""
-        previous = (self.q.tolist(), self._velocity, self._stamp_ns, self.time)
-        suspects = self._suspects(q, qd, now, previous if self.valid else None)
-        if not suspects:
-            self._candidate = None
-            return
-        if self.valid and self._continuous(q, qd, suspects, stamp_ns, now, previous):
-            self.fast += 1
-            self._candidate = None
-            return
-        if self._follows_candidate(q, qd, suspects, stamp_ns, now):
-            self.fast += 1
-            self._candidate = None
-            return
-        self._candidate = (q, qd, stamp_ns, now) if qd is not None and stamp_ns else None
-        self.jumps += 1
-        self._refuse(q, qd, suspects[0], now - self.time, self.valid and (
-            now - self.time < self.fresh_for))
+    @property
+    def fresh_for(self):
+        """[s] the jump gate compares a state with the previous one this recent."""
+        return self.gate.fresh_for
 
-    def _suspects(self, q, qd, now, reference):
-        """Joints beyond the gate's quick bounds: a velocity beyond VELOCITY_MARGIN times its
-        limit; or, against a fresh `reference` (q, qd, stamp, arrival), a position further
-        than the limit allows since its arrival: |q - q_ref| > qd_max (dt + JUMP_SLACK)."""
-        limits = self._limits
-        suspects = [] if qd is None else [j for j, (v, v_max) in enumerate(zip(qd, limits))
-                                          if abs(v) > VELOCITY_MARGIN * v_max]
-        if reference is not None and now - reference[3] < self.fresh_for:
-            reach = now - reference[3] + JUMP_SLACK
-            suspects += [j for j, (a, b, v_max) in enumerate(zip(q, reference[0], limits))
-                         if abs(a - b) > v_max * reach and j not in suspects]
-        return suspects
+    @fresh_for.setter
+    def fresh_for(self, seconds):
+        self.gate.fresh_for = seconds
 
-    def _continuous(self, q, qd, joints, stamp_ns, now, reference):
-        """True if `joints` moved from `reference` (q, qd, stamp [ns], arrival [s]) by what the
-        velocities of both say over the stamps' interval dt: |Δq - (qd_ref + qd) / 2 · dt| <=
-        CONTINUITY · |(qd_ref + qd) / 2 · dt| (module doc). `reference` must be fresh and the
-        stamps usable: both set, dt within [MIN_STEP, fresh_for] and at most STAMP_AGREEMENT
-        longer than the arrivals' interval (a state may wait in a queue: its arrival lags its
-        stamp, never the other way by more than the transit's jitter)."""
-        q_ref, qd_ref, stamp_ref, arrival = reference
-        step = (stamp_ns - stamp_ref) * 1e-9
-        if qd is None or qd_ref is None or not stamp_ref or not (
-                MIN_STEP <= step <= self.fresh_for and now - arrival < self.fresh_for
-                and step <= now - arrival + STAMP_AGREEMENT):
-            return False
-        for j in joints:
-            expected = 0.5 * (qd_ref[j] + qd[j]) * step
-            if not abs(q[j] - q_ref[j] - expected) <= CONTINUITY * abs(expected):
-                return False
-        return True
+    @property
+    def jumps(self):
+        """States the jump gate refused."""
+        return self.gate.jumps
 
-    def _follows_candidate(self, q, qd, suspects, stamp_ns, now):
-        """True if the state continues the last state the gate refused for want of continuity
-        with the previous one (`_candidate`): its suspect joints move beyond their limits in
-        one of the two and continuously from it, the others within the quick bounds of it.
-        A fast stream whose states were lost or delayed is then followed again; a still pose
-        or a velocity field the positions contradict never is."""
-        candidate = self._candidate
-        if candidate is None or now - candidate[3] >= self.fresh_for:
-            return False
-        limits, qd_candidate = self._limits, candidate[1]
-        if not all(max(abs(qd[j]), abs(qd_candidate[j])) > limits[j] for j in suspects):
-            return False
-        if any(j not in suspects for j in self._suspects(q, qd, now, candidate)):
-            return False
-        return self._continuous(q, qd, suspects, stamp_ns, now, candidate)
+    @jumps.setter
+    def jumps(self, count):
+        self.gate.jumps = count
 
-    def _refuse(self, q, qd, j, dt, fresh):
-        """ValueError naming joint j: a velocity beyond the margin, or a position jump."""
-        name, v_max, moved = self.joint_names[j], self._limits[j], abs(q[j] - self.q[j])
-        if qd is not None and abs(qd[j]) > VELOCITY_MARGIN * v_max:
-            raise ValueError(f'joint {name!r} velocity {qd[j]:.4g} rad/s is beyond '
-                             f'{VELOCITY_MARGIN:g} x its limit {v_max:g} rad/s, and its '
-                             'positions do not show that motion' + (
-                                 f' (moved {moved:.4g} rad in {dt * 1e3:.3g} ms)' if fresh
-                                 else ' (no fresh state before it)'))
-        raise ValueError(f'joint {name!r} jumps {moved:.4g} rad in {dt * 1e3:.3g} ms, more '
-                         f'than its velocity limit {v_max:g} rad/s allows (another source?)')
+    @property
+    def fast(self):
+        """States beyond the gate's quick bounds taken: their motion continuous."""
+        return self.gate.fast
 
     def _learn(self, raw, msg):
         """After a full take of `msg`: its layout serves the next messages like it. Kept if

@@ -1,0 +1,75 @@
+"""control/jump_gate.py on plain floats, ROS-free: the gate's decisions for a positions-only
+stream (issue 29), each with the stream's own times (stamps and arrivals given, not measured).
+The node's input runs the same gate on real messages: test_inputs.py, test_overspeed.py."""
+import pytest
+
+from rnea_controller.control.jump_gate import JumpGate
+
+LIMIT = 2.0  # [rad/s]
+
+
+def gate():
+    g = JumpGate(['a', 'b'], [LIMIT, LIMIT])
+    g.fresh_for = 0.1
+    return g
+
+
+def offer(g, q, t):
+    """A positions-only state [rad] stamped and arriving at t [s]: True if taken."""
+    try:
+        g.check(q, None, t, round(1e9 + t * 1e9))
+    except ValueError:
+        return False
+    g.taken(q, None, t, round(1e9 + t * 1e9))
+    return True
+
+
+@pytest.mark.parametrize('speed', [4.0, 5.0, 20.0])  # x the limit
+def test_a_steady_fast_motion_is_taken_from_its_third_state(speed):
+    """Two states show no step; from the third on, each step continues the last."""
+    g = gate()
+    taken = [offer(g, [speed * LIMIT * k * 1e-3, 0.0], k * 1e-3) for k in range(20)]
+    assert taken == [True, False] + [True] * 18
+    assert g.fast == 18 and g.jumps == 1
+
+
+def test_a_jump_from_rest_is_refused_and_named():
+    g = gate()
+    assert offer(g, [0.0, 0.0], 0.0) and offer(g, [0.0, 0.0], 1e-3)
+    with pytest.raises(ValueError, match=r"joint 'b' jumps 0.1 rad in 1 ms, more than its "
+                                         r'velocity limit 2 rad/s allows'):
+        g.check([0.0, 0.1], None, 2e-3, round(1e9 + 2e6))
+    assert g.jumps == 1 and offer(g, [0.0, 0.0], 3e-3)
+
+
+def test_a_jump_back_and_forth_between_two_sources_never_continues():
+    """A second source between the states of a driver at 4 x the limit, 0.05 rad ahead of it:
+    the driver's every state taken, the other's none. (From the driver's third state on: until
+    then its states show no step, and a second source from the start keeps it unconfirmed until
+    the gate reopens.)"""
+    g = gate()
+    assert [offer(g, [4 * LIMIT * k * 1e-3, 0.0], k * 1e-3) for k in range(3)] == [
+        True, False, True]
+    for k in range(3, 30):
+        t = k * 1e-3
+        assert offer(g, [4 * LIMIT * t, 0.0], t), k
+        assert not offer(g, [4 * LIMIT * t + 0.05, 0.0], t + 5e-4)
+
+
+def test_a_changing_speed_within_the_continuity_is_followed():
+    """From 20 rad/s, accelerating at 2000 rad/s² (2 rad/s a 1 ms step, 10 % of the speed):
+    taken; the relative change per step bounds it, not the speed."""
+    g = gate()
+    taken = [offer(g, [20.0 * t + 1000.0 * t * t, 0.0], t) for t in (k * 1e-3 for k in range(20))]
+    assert taken == [True, False] + [True] * 18
+
+
+def test_stamps_the_arrivals_contradict_are_no_motion():
+    """A step whose stamps are 20 ms apart arriving 1 ms after the previous state (the stamps
+    more than 10 ms ahead of the arrivals): it times nothing, refused."""
+    g = gate()
+    for k in range(3):
+        assert offer(g, [8.0 * k * 1e-3, 0.0], k * 1e-3) == (k != 1)
+    q = [8.0 * 22e-3, 0.0]
+    with pytest.raises(ValueError, match="joint 'a' jumps"):
+        g.check(q, None, 3e-3, round(1e9 + 22e-3 * 1e9))
