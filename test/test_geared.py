@@ -212,7 +212,8 @@ def predicts_held_out_torques(report):
     joint limit, whose constraint torque no recorded effort holds, spoils the fit and shows
     here), as a user re-records an excitation whose check fails."""
     bad = {joint: h for joint, h in report['identification']['holdout']['joints'].items()
-           if not (h['identified'] <= 0.05 and h['identified'] < h['urdf'])}
+           if h['identified'] is None or h['urdf'] is None  # no held-out rows left (gaps)
+           or not (h['identified'] <= 0.05 and h['identified'] < h['urdf'])}
     return None if not bad else f'held-out torque RMS {bad}'
 
 

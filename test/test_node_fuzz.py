@@ -359,4 +359,5 @@ def test_a_second_stream_of_odd_states_and_stamps_never_makes_a_single_tick_outl
     assert len(commands) > 10 and proc.poll() is None
     check_commands(client)
     steps = np.abs(np.diff(commands, axis=0))
-    assert np.all(steps <= 0.25 * LIMITS), steps.max(axis=0) / LIMITS
+    assert np.all(steps <= 0.25 * LIMITS), (steps.max(axis=0) / LIMITS,
+                                            procs.output(proc)[-3000:])

@@ -22,7 +22,8 @@ while the velocity changed (the brake during a stall), the state refused so is t
 and the next is taken if the candidate's mean velocity since the previous state lies between
 u_prev and the next one's step from it (margin CONTINUITY of the larger), or if its step from
 the candidate continues the step into the candidate, both moving at MOVING x the limit or more,
-the way and at most GAP_RATIO x as fast on the mean since the last state taken (the push's peak
+the way and at most GAP_RATIO x as fast on the mean since the last state taken, every step
+across the gap under SPEED_CAP x the limit (the push's peak
 lost in the gap: the stream has moved on on its own; a pose jumped to and held does not move, a
 pose jumped to by a moving stream is far beyond its speed; the gate reopens for it when stale).
 Two states alone show no step: a stream that starts beyond the quick bounds has its second
@@ -42,6 +43,7 @@ MIN_STEP = 2e-4  # [s] least stamp interval over which a fast state's motion is 
 STAMP_AGREEMENT = 0.01  # [s] largest difference of the stamps' and the arrivals' intervals
 MOVING = 0.05  # positions only: a stream moving on after a gap moves at this x its limit
 GAP_RATIO = 6.0  # positions only: ... and at most this x as fast since the last state taken
+SPEED_CAP = 6.0  # positions only: a step faster than this x its limit is no arm's motion
 
 
 class JumpGate:
@@ -167,6 +169,14 @@ class JumpGate:
         return all(_smooth((q_ref[j] - q_before[j]) / step_before, (q[j] - q_ref[j]) / step)
                    for j in joints)
 
+    def _possible(self, j, *speeds):
+        """Positions only, across a gap (`_follows_steps`, `_moves_on`: the stream's own
+        step is not there to continue): every step velocity [rad/s] of joint j within
+        SPEED_CAP times its limit (a pushed arm was measured at 3.5-3.8x; a second source's
+        pose 3 rad away 2 ms after a 0.1-rad one beside a driver at rest is 1450 rad/s, which
+        the rules alone took)."""
+        return all(abs(u) <= SPEED_CAP * self._limits[j] for u in speeds)
+
     def _follows_steps(self, q, joints, stamp_ns, now, reference):
         """Positions only, after a state refused (`_candidate`, the stream's states lost or
         delayed while its velocity changed: a push, the brake): True if this state continues
@@ -190,6 +200,8 @@ class JumpGate:
             u, u_gap = (q[j] - q_c[j]) / step, (q_c[j] - q_ref[j]) / gap
             u_ref = u if lead_in is None else (q_ref[j] - lead_in[0][j]) / lead_in[1]
             margin = CONTINUITY * max(abs(u), abs(u_ref))
+            if not self._possible(j, u, u_gap):
+                return False
             if not min(u, u_ref) - margin <= u_gap <= max(u, u_ref) + margin:
                 return self._moves_on(q, candidate, step, joints, (q_ref, stamp_ref, stamp_ns))
         return True
@@ -215,7 +227,7 @@ class JumpGate:
             u_in, u = (q_c[j] - origin[0][j]) / lead, (q[j] - q_c[j]) / step
             mean = (q[j] - q_ref[j]) / span
             if min(abs(u_in), abs(u)) < MOVING * self._limits[j] or not _smooth(u_in, u) or (
-                    not 0.0 < mean / u <= GAP_RATIO):
+                    not 0.0 < mean / u <= GAP_RATIO) or not self._possible(j, u_in, u, mean):
                 return False
         return True
 
