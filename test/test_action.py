@@ -320,10 +320,11 @@ def test_a_monitor_that_looks_only_after_the_end_judges_the_path_by_every_tick(l
     assert handle.accepted, procs.output(proc)
     result = client.result(handle)
     text = result.result.error_string
-    if 'stale' in text:
-        check(False, f'the goal ended {text!r}', meter)
-    assert (result.result.error_code, text) == (Result.PATH_TOLERANCE_VIOLATED,
-                                                'Aborted due to path tolerance violation')
+    # a starved node: its states stale, or no tick while the reference was out (a controller
+    # waiting for a CPU through the whole 0.6 s goal samples no path to judge)
+    check((result.result.error_code, text) == (Result.PATH_TOLERANCE_VIOLATED,
+                                               'Aborted due to path tolerance violation'),
+          f'the goal ended {text!r}', meter)
     log = procs.output(proc)
     worst = re.search(JOINTS[1] + r' position error ([\d.e-]+) > 0.05 \(the worst since', log)
     assert worst and float(worst.group(1)) > 0.25, log[-2000:]
