@@ -172,6 +172,15 @@ def late(fed, tmp_path_factory):
         procs.close()
 
 
+def dropped_stale(result, meter):
+    """A goal the node dropped because its states went stale (the test's feeder starved on a
+    busy host) says so: skipped with the figures when `meter` shows the run starved, else a
+    failure (issue 31)."""
+    text = result.result.error_string
+    if 'stale' in text:
+        check(False, f'the goal ended {text!r}', meter)
+
+
 def at_rest_at(ref, q):
     return np.allclose(ref.position, q, atol=1e-9) and np.allclose(ref.velocity, 0.0, atol=1e-9)
 
@@ -225,6 +234,7 @@ def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
     assert handle.accepted
     result = client.result(handle)
     assert time.monotonic() - sent >= 1.0
+    dropped_stale(result, meter)
     assert result.status == GoalStatus.STATUS_SUCCEEDED, result.result.error_string
     assert (result.result.error_code, result.result.error_string) == (
         Result.SUCCESSFUL, 'Goal successfully reached!')
@@ -243,10 +253,12 @@ def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
 
 
 def test_path_tolerance_violation_aborts_and_holds_the_measured_position(fed):
-    client, _, _ = fed
+    client, _, proc = fed
+    meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0), path={JOINTS[1]: 0.05}))
     assert handle.accepted
     result = client.result(handle)
+    dropped_stale(result, meter)
     assert result.status == GoalStatus.STATUS_ABORTED
     assert (result.result.error_code, result.result.error_string) == (
         Result.PATH_TOLERANCE_VIOLATED, 'Aborted due to path tolerance violation')
@@ -254,7 +266,8 @@ def test_path_tolerance_violation_aborts_and_holds_the_measured_position(fed):
 
 
 def test_a_goal_that_cannot_settle_fails_after_goal_time(fed):
-    client, _, _ = fed
+    client, _, proc = fed
+    meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     client.feedback.clear()
     sent = time.monotonic()
     handle = client.send(goal_of(move(Q0, np.full(6, 0.05), 0.4), goal={JOINTS[0]: 0.01},
@@ -262,6 +275,7 @@ def test_a_goal_that_cannot_settle_fails_after_goal_time(fed):
     assert handle.accepted
     result = client.result(handle)
     elapsed = time.monotonic() - sent
+    dropped_stale(result, meter)  # beside two busy processes: 'no joint state for 0.5 s'
     assert result.status == GoalStatus.STATUS_ABORTED
     assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
     assert result.result.error_string.startswith('Aborted due to goal_time_tolerance exceeding')
@@ -285,9 +299,11 @@ def test_constraints_parameters_are_the_default_tolerances(fed):
 
     set_parameters(constraints__goal_time=0.4, constraints__shoulder_pan_joint__goal=0.01)
     try:
+        meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
         handle = client.send(goal_of(move(Q0, np.full(6, 0.05), 0.4)))
         assert handle.accepted
         result = client.result(handle)
+        dropped_stale(result, meter)
         assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
         set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
                        constraints__elbow_joint__trajectory=0.02)
@@ -295,8 +311,7 @@ def test_constraints_parameters_are_the_default_tolerances(fed):
         handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0)))
         result = client.result(handle)
         outcome = (result.result.error_code, result.result.error_string)
-        if 'stale' in outcome[1]:
-            check(False, f'the goal ended {outcome}', meter)
+        dropped_stale(result, meter)
         assert outcome[0] == Result.PATH_TOLERANCE_VIOLATED, (
             f'a 0.5 rad move of a still arm within a 0.02 rad path tolerance ended {outcome}')
     finally:
@@ -352,12 +367,14 @@ def test_cancel_ends_canceled_and_holds(fed):
 
 
 def test_a_new_goal_preempts_the_running_one(fed):
-    client, _, _ = fed
+    client, _, proc = fed
+    meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     first = client.send(goal_of(move(Q0, np.full(6, 0.3), 3.0)))
     time.sleep(0.3)
     second = client.send(goal_of(move(Q0, np.full(6, -0.1), 3.0)))
     assert first.accepted and second.accepted
     result = client.result(first)
+    dropped_stale(result, meter)
     assert result.status == GoalStatus.STATUS_ABORTED
     assert (result.result.error_code, result.result.error_string) == (
         Result.INVALID_GOAL, 'Current goal preempted by new incoming action.')
@@ -367,12 +384,14 @@ def test_a_new_goal_preempts_the_running_one(fed):
 
 
 def test_a_topic_trajectory_aborts_the_running_goal(fed):
-    client, _, _ = fed
+    client, _, proc = fed
+    meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     handle = client.send(goal_of(move(Q0, np.full(6, 0.3), 3.0)))
     assert handle.accepted
     time.sleep(0.3)
     client.topic.publish(goal_of([(0.5, Q0, np.zeros(6))]).trajectory)
     result = client.result(handle)
+    dropped_stale(result, meter)
     assert result.status == GoalStatus.STATUS_ABORTED
     assert result.result.error_code == Result.INVALID_GOAL
     assert 'joint_trajectory' in result.result.error_string
