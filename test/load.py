@@ -2,6 +2,7 @@
 
     python test/load.py [--busy 2] [--runs 1] [--log results.txt] [-- pytest args]
     python test/load.py --only -- test/test_timing.py -k dds    # pytest alone, some tests
+    python test/load.py --command 'colcon test --return-code-on-test-failure' --cwd ~/ws
 
 Each busy process is a pure-Python loop (one core each while it runs), started before the
 suite and stopped (by its own pid) when the suite ends, so a 2-core host with two of them has
@@ -34,10 +35,10 @@ def load_average():
     return '/'.join(f'{x:.2f}' for x in os.getloadavg())
 
 
-def run_once(busy_count, pytest_args, out=sys.stdout, only=False):
-    """`./run test` (with `only`: pytest alone, on the paths given) beside `busy_count` busy
-    processes, its output copied to `out` as it comes: (code, seconds, load before, load after,
-    summary line)."""
+def run_once(busy_count, pytest_args, out=sys.stdout, only=False, command=None, cwd=REPO):
+    """`./run test` (with `only`: pytest alone, on the paths given; with `command`: that shell
+    command, in `cwd`) beside `busy_count` busy processes, its output copied to `out` as it
+    comes: (code, seconds, load before, load after, summary line)."""
     workers = [multiprocessing.Process(target=busy, daemon=True) for _ in range(busy_count)]
     for worker in workers:
         worker.start()
@@ -45,9 +46,10 @@ def run_once(busy_count, pytest_args, out=sys.stdout, only=False):
     started = time.monotonic()
     lines = []
     try:
-        command = ([str(REPO / '.venv' / 'bin' / 'python'), '-m', 'pytest'] if only
-                   else [str(REPO / 'run'), 'test'])
-        with subprocess.Popen([*command, *pytest_args], cwd=REPO,
+        argv = (['bash', '-c', command] if command else [
+            str(REPO / '.venv' / 'bin' / 'python'), '-m', 'pytest'] if only else [
+            str(REPO / 'run'), 'test'])
+        with subprocess.Popen([*argv, *pytest_args], cwd=cwd,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) as proc:
             for line in proc.stdout:
@@ -76,11 +78,16 @@ def main(argv=None):
     parser.add_argument('--log', type=Path, help="append each run's result line here")
     parser.add_argument('--only', action='store_true', help='run pytest alone on the pytest '
                         'args (e.g. some test files), not the whole ./run test')
+    parser.add_argument('--command', help='a shell command to run instead of ./run test (e.g. '
+                        'colcon test on a ROS 2 workspace: give it --return-code-on-test-failure '
+                        'and --event-handlers console_direct+)')
+    parser.add_argument('--cwd', type=Path, default=REPO, help="the command's directory")
     args = parser.parse_args(ours)
     status = 0
     for k in range(args.runs):
         code, seconds, before, after, summary = run_once(args.busy, pytest_args,
-                                                         only=args.only)
+                                                         only=args.only,
+                                                         command=args.command, cwd=args.cwd)
         line = (f'{time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())} UTC run {k + 1}/'
                 f'{args.runs}: {args.busy} busy, exit {code}, {seconds:.0f} s, load average '
                 f'{before} at start, {after} at end; {summary}')
