@@ -3,6 +3,7 @@
 Integration tests talk to real processes over DDS on loopback. The whole pytest process gets
 its own ROS_DOMAIN_ID (set before anything imports rclpy), and every subprocess inherits it.
 """
+import contextlib
 import os
 from pathlib import Path
 import signal
@@ -88,6 +89,25 @@ def processes(tmp_path):
     procs = Processes(tmp_path)
     yield procs
     procs.close()
+
+
+@contextlib.contextmanager
+def arm_and_controller(tmp_path, sim_args, controller_args, client, controller_env=None):
+    """`rnea-sim` and `rnea-controller` started with these arguments, then `client()` (this
+    process's node: a probe, a recorder): yields (client, processes, sim, controller), and
+    closes the client and stops both processes after, also when the client fails to start."""
+    procs = Processes(tmp_path)
+    try:
+        sim = procs.start([console_script('rnea-sim'), *sim_args])
+        controller = procs.start([console_script('rnea-controller'), *controller_args],
+                                 env=controller_env)
+        node = client()
+        try:
+            yield node, procs, sim, controller
+        finally:
+            node.close()
+    finally:
+        procs.close()
 
 
 def stamp(msg):

@@ -120,23 +120,23 @@ class Client:
         self.node.destroy_node()
 
 
-@pytest.fixture(scope='module')
-def fed(tmp_path_factory):
-    """The controller with a constant measured state Q0 (a still arm)."""
-    tmp = tmp_path_factory.mktemp('action')
-    (tmp / 'params.yaml').write_text(PARAMS)
+def still_controller(tmp, params, ns=''):
+    """rnea-controller in namespace `ns` with `params` (a parameters YAML), its own feeder of
+    the still arm at Q0 and a Client: yields (client, processes, controller) once the node
+    commands (the action server is up at configure, goals are taken once active: a CI run's
+    node took 19 s to activate and rejected the first test's goal as 'controller is
+    inactive')."""
+    (tmp / 'params.yaml').write_text(params)
     procs = Processes(tmp)
     proc = procs.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
-                        '--ros-args', '--params-file', str(tmp / 'params.yaml')])
-    rclpy.init()
-    feeder = StateFeeder()
+                        '--ros-args', *(['-r', f'__ns:={ns}'] if ns else []), '--params-file',
+                        str(tmp / 'params.yaml')])
+    feeder = StateFeeder(f'{ns}/joint_states', name=f'{ns.strip("/") or "test"}_state_feeder')
     client = None
     try:
         feeder.set(JOINTS, Q0, np.zeros(6))
-        client = Client()
+        client = Client(ns=ns)
         assert client.action.wait_for_server(timeout_sec=90.0), procs.output(proc)
-        # the server is up at configure, goals are taken once active (a CI run's node took
-        # 19 s to activate and rejected the first test's goal as 'controller is inactive')
         assert wait_for(lambda: 'first command' in procs.output(proc), 90.0), procs.output(proc)
         yield client, procs, proc
     finally:
@@ -144,6 +144,15 @@ def fed(tmp_path_factory):
             client.close()
         feeder.close()
         procs.close()
+
+
+@pytest.fixture(scope='module')
+def fed(tmp_path_factory):
+    """The controller with a constant measured state Q0 (a still arm)."""
+    rclpy.init()
+    try:
+        yield from still_controller(tmp_path_factory.mktemp('action'), PARAMS)
+    finally:
         rclpy.shutdown()
 
 
@@ -151,25 +160,8 @@ def fed(tmp_path_factory):
 def late(fed, tmp_path_factory):
     """A second controller (namespace /late, its own still arm at Q0) whose monitor runs at
     0.5 Hz: it first looks at a goal 2 s after accepting it."""
-    tmp = tmp_path_factory.mktemp('late')
-    (tmp / 'params.yaml').write_text(PARAMS + '    action_monitor_rate: 0.5\n')
-    procs = Processes(tmp)
-    proc = procs.start([console_script('rnea-controller'), '--urdf', str(default_urdf_path()),
-                        '--ros-args', '-r', '__ns:=/late', '--params-file',
-                        str(tmp / 'params.yaml')])
-    feeder = StateFeeder('/late/joint_states', name='late_state_feeder')
-    client = None
-    try:
-        feeder.set(JOINTS, Q0, np.zeros(6))
-        client = Client(ns='/late')
-        assert client.action.wait_for_server(timeout_sec=90.0), procs.output(proc)
-        assert wait_for(lambda: client.references, 30.0), procs.output(proc)  # holding
-        yield client, procs, proc
-    finally:
-        if client is not None:
-            client.close()
-        feeder.close()
-        procs.close()
+    yield from still_controller(tmp_path_factory.mktemp('late'),
+                                PARAMS + '    action_monitor_rate: 0.5\n', '/late')
 
 
 def dropped_stale(result, meter):

@@ -6,7 +6,7 @@ loaded host stalls the simulator now and then).
 """
 import threading
 
-from conftest import console_script, Processes, wait_for
+from conftest import arm_and_controller, wait_for
 from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 import numpy as np
@@ -60,19 +60,12 @@ class Probe:
 @pytest.fixture
 def touched(tmp_path):
     (_, centre, (radius,)), = obstacle_on_the_path()
-    procs = Processes(tmp_path)
-    sim = procs.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={NS}',
-                       '-p', 'obstacle.shape:=sphere',
+    with arm_and_controller(
+            tmp_path, ['--ros-args', '-r', f'__ns:={NS}', '-p', 'obstacle.shape:=sphere',
                        '-p', f'obstacle.position:={[round(x, 4) for x in centre]}',
-                       '-p', f'obstacle.size:=[{radius}]'])
-    controller = procs.start([console_script('rnea-controller'), '--ros-args', '-r',
-                              f'__ns:={NS}', '-p', 'state_timeout:=1.0'])
-    probe = Probe()
-    try:
-        yield probe, procs, sim, controller
-    finally:
-        probe.close()
-        procs.close()
+                       '-p', f'obstacle.size:=[{radius}]'],
+            ['--ros-args', '-r', f'__ns:={NS}', '-p', 'state_timeout:=1.0'], Probe) as setup:
+        yield setup
 
 
 def test_a_goal_driving_the_arm_into_an_obstacle_is_aborted_and_the_arm_held(touched):

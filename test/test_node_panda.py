@@ -17,7 +17,7 @@ which a starved run cannot hold, is asserted with starvation.check: a failure on
 processes waited over a tenth of it for a CPU is reported as such (skipped, with the figures).
 """
 
-from conftest import console_script, Processes, robot_data_urdf, wait_for
+from conftest import arm_and_controller, robot_data_urdf, wait_for
 from control_msgs.msg import JointTrajectoryControllerState
 import numpy as np
 import pytest
@@ -82,18 +82,12 @@ def panda(request, tmp_path):
     (tmp_path / 'sim.yaml').write_text(parameters(ARM) + '    initial_positions: '
                                        f'{yaml_list(READY + FINGERS)}\n')
     (tmp_path / 'controller.yaml').write_text(parameters(request.param))
-    processes = Processes(tmp_path)
-    sim = processes.start([console_script('rnea-sim'), '--ros-args', '-p',
-                           f'urdf_file:={sim_urdf}', '--params-file', str(tmp_path / 'sim.yaml')])
-    controller = processes.start([console_script('rnea-controller'), '--urdf', str(PANDA),
-                                  '--ros-args', '--params-file',
-                                  str(tmp_path / 'controller.yaml'), '-p', 'state_timeout:=0.5'])
-    recorder = Recorder()
-    try:
-        yield recorder, processes, sim, controller
-    finally:
-        recorder.close()
-        processes.close()
+    with arm_and_controller(
+            tmp_path, ['--ros-args', '-p', f'urdf_file:={sim_urdf}', '--params-file',
+                       str(tmp_path / 'sim.yaml')],
+            ['--urdf', str(PANDA), '--ros-args', '--params-file',
+             str(tmp_path / 'controller.yaml'), '-p', 'state_timeout:=0.5'], Recorder) as setup:
+        yield setup
 
 
 def test_panda_with_its_hand_configures_activates_and_tracks(panda):

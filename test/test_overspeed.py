@@ -15,7 +15,7 @@ jump gate follows the positions' steps).
 import threading
 import time
 
-from conftest import console_script, Processes, wait_for
+from conftest import arm_and_controller, wait_for
 from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 import numpy as np
@@ -103,19 +103,13 @@ class Probe:
 
 @pytest.fixture(params=['velocities', 'positions only'])
 def pushed(tmp_path, request):
-    procs = Processes(tmp_path)
-    sim = procs.start([console_script('rnea-sim'), '--ros-args', '-r', f'__ns:={NS}',
-                       '-p', f'push.joint:={JOINT}', '-p', 'push.torque:=11.0',
-                       '-p', 'push.start:=4.0', '-p', 'push.duration:=0.015',
-                       '-p', f'publish_velocity:={str(request.param == "velocities").lower()}'])
-    controller = procs.start([console_script('rnea-controller'), '--ros-args', '-r',
-                              f'__ns:={NS}', '-p', 'state_timeout:=1.0'])
-    probe = Probe()
-    try:
-        yield probe, procs, sim, controller
-    finally:
-        probe.close()
-        procs.close()
+    with arm_and_controller(
+            tmp_path, ['--ros-args', '-r', f'__ns:={NS}', '-p', f'push.joint:={JOINT}',
+                       '-p', 'push.torque:=11.0', '-p', 'push.start:=4.0',
+                       '-p', 'push.duration:=0.015', '-p',
+                       f'publish_velocity:={str(request.param == "velocities").lower()}'],
+            ['--ros-args', '-r', f'__ns:={NS}', '-p', 'state_timeout:=1.0'], Probe) as setup:
+        yield setup
 
 
 def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushed):
