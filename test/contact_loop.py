@@ -5,7 +5,10 @@ the contact tests (test_contact.py).
 Each step k (t = k dt): the mode (`Modes.step`, a new state every step); the observer on the
 new state (the commands published since the previous one), a contact -> `Modes.touched` and
 the integral cleared; the law towards the mode's reference sampled one step ahead; the command
-acts `delay` steps later (one tick of delay as in test_robustness).
+acts `delay` steps later (one tick of delay as in test_robustness). A `stall` (first step,
+steps) is a simulator starved on a busy host: meanwhile it publishes no state and applies the
+last command it received; the loop ticks on its last state and publishes commands nobody
+applies (the newest acts once the stall ends).
 """
 from dataclasses import dataclass, field
 
@@ -35,10 +38,11 @@ class Run:
     log: list = field(default_factory=list)
 
 
-def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
+def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None, stall=None):
     """The loop on `plant` (reset to `start` or its state) tracking `trajectory` (a core
     Trajectory, trajectory time = simulated time) for `steps` steps; returns a Run. later:
-    (step, make(t, q_d) -> Trajectory): a new trajectory then, from the desired position."""
+    (step, make(t, q_d) -> Trajectory): a new trajectory then, from the desired position;
+    stall: (first step, steps) the simulator stalls (module doc)."""
     dt = plant.model.opt.timestep
     controller, observer = Controller(cfg), ContactObserver(cfg)
     t_now = [0.0]
@@ -50,17 +54,22 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
     m = len(cfg.joints)
     out = Run(np.zeros((steps, m)), np.zeros((steps, m)), np.zeros(steps), [],
               np.zeros((steps, plant.n)), np.zeros((steps, m)), np.zeros((steps, m)), log=log)
-    pending = []
+    pending, seen, last = [], None, None  # seen: (q, qd, step) of the newest state published
     for k in range(steps):
         t = t_now[0] = k * dt
-        q, qd = plant.q, plant.qd
-        command = machine.step(cfg, t, t, q, qd)
+        stalled = stall is not None and stall[0] <= k < stall[0] + stall[1]
+        if not stalled:
+            seen = (plant.q, plant.qd, k)
+        q, qd, k_seen = seen
+        command = machine.step(cfg, t, k_seen * dt, q, qd)
         if k == 0:
             machine.trajectory = trajectory  # as the intake swaps a trajectory in
         if later is not None and k == later[0]:
             machine.trajectory = later[1](t, machine.trajectory.sample(t)[0])
         if command is modes.LAW:
-            worst = observer.update(q, qd, dt, controller.estimates if cfg.forget < 1.0 else None)
+            worst = -1 if stalled else observer.update(
+                q, qd, (k - last) * dt if last is not None else dt,
+                controller.estimates if cfg.forget < 1.0 else None)
             if worst >= 0 and machine.touched(cfg, q, cfg.joints[worst],
                                               float(observer.residual[worst]),
                                               observer.threshold[worst]):
@@ -74,10 +83,15 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None):
         else:
             tau = controller.brake(cfg, q, qd) if command is modes.BRAKE else np.zeros(m)
             observer.reset()
+        last = k_seen
         full = np.zeros(plant.n)
         full[cfg.index] = tau
-        pending = pending + [full] if pending else [full] * (delay + 1)
-        out.applied[k] = plant.step(pending.pop(0))[cfg.index]
+        if stalled:  # the last command received acts; the newest waits in the queue
+            pending = [full] * delay
+        else:
+            pending = pending + [full] if pending else [full] * (delay + 1)
+            held = pending.pop(0)
+        out.applied[k] = plant.step(held)[cfg.index]
         out.residual[k] = observer.residual
         out.threshold[k] = observer.threshold
         out.external[k] = plant.data.qfrc_constraint[cfg.index]

@@ -23,7 +23,9 @@ with the online estimate on (control/law.py), a^ qdd + b^ qd (what the arm showe
 not the bias d^, which a steady push would become): the residual is what the model, as far as
 it is known, does not explain. Detection acts while the joint states change (`armed`): a
 stream of one unchanging state (a test's feeder, a driver repeating its last state) answers no
-command, and an observer would read any command as a blocked arm.
+command, and an observer would read any command as a blocked arm. An interval between states
+over GAP x the stream's usual one is not judged (`_regular`: over a gap which commands acted,
+and from when, is unknown).
 
 Detection: a controlled joint whose |r| exceeds its threshold (`contact.<joint>.threshold`,
 default `contact.threshold_share` × its effort limit) plus two allowances for what a model
@@ -67,6 +69,7 @@ class ContactObserver:
         self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
         self._last = np.zeros((2, n))  # q, qd of the previous state
         self._count, self._started = 0, False
+        self._usual, self._unusual = None, 0  # the usual interval between states [s] (_regular)
         self._entry = self._seen = None
         self._q = None  # the previous state's q (bytes), and how many states in a row repeated it
         self.frozen = FROZEN
@@ -129,7 +132,7 @@ class ContactObserver:
         count = self._count
         self._count = 0
         self._watch_frozen(q)
-        if not self._started or count == 0 or not 0.0 < dt < 1.0:
+        if not self._started or count == 0 or not self._regular(dt):
             self._last[0], self._last[1] = q, qd
             self._applied[:] = 0.0
             self._started = True
@@ -143,6 +146,28 @@ class ContactObserver:
                 float(dt), float(count), self.bandwidth)
         worst = self._call(args)
         return worst if self.enabled and self.armed else -1
+
+    def _regular(self, dt):
+        """True if the interval dt [s] since the previous state can be judged: at most GAP
+        times the usual one (a running mean of the intervals under 1.5 x it; after
+        RATE_CHANGE longer ones in a row the stream has a new rate, and the last is the
+        usual). Over a longer one (a driver or a simulator stalled on a busy host, states
+        lost) which of the node's commands acted, and from when, is unknown: a simulator
+        woken late catches up on the last command it received, not on those the node
+        published meanwhile, and judging that interval read the difference as a contact. The
+        residual keeps its value across it; the next regular interval is judged."""
+        if not 0.0 < dt < 1.0:
+            return False
+        usual = self._usual
+        if usual is None or self._unusual >= RATE_CHANGE:
+            self._usual, self._unusual = dt, 0
+            return True
+        if dt < 1.5 * usual:
+            self._usual = usual + 0.05 * (dt - usual)
+            self._unusual = 0
+        else:
+            self._unusual += 1
+        return dt <= GAP * usual
 
     def _watch_frozen(self, q):
         """Count the new states that repeat the previous one exactly."""
@@ -190,6 +215,8 @@ ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance
         'applied')  # the rows of ContactObserver._joint
 _NO_ESTIMATES = np.zeros((3, 1))
 FROZEN = 50  # new states in a row that repeat the previous one exactly: no arm answers
+GAP = 3.0  # an interval between states over this x the usual one is not judged (_regular)
+RATE_CHANGE = 20  # ... and after this many such in a row, the stream has a new rate
 
 
 @njit(cache=True)
