@@ -40,6 +40,14 @@ def pan_move(to, duration, start=HOME, t0=0.0):
                        current=np.vstack([start, np.zeros((2, 6))]), now=t0)
 
 
+def demo_plan():
+    """The demo motion of the bundled arm from HOME (speed 2), as a core Trajectory."""
+    w = demo_motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, 2.0)
+    return plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
+                       joint_names=JOINTS, position_limits=MODEL.position_limits,
+                       current=np.vstack([HOME, np.zeros((2, 6))]), now=0.0)
+
+
 def obstacle_on_the_path(pan=0.5, radius=0.05):
     """A sphere at wrist_2_link's origin when the arm, at HOME, has turned by `pan` [rad]."""
     plant = Plant(URDF)
@@ -125,10 +133,7 @@ def test_the_observer_measures_the_external_torque_mujoco_applies():
     (the online estimate, on by default, fits a^ and b^ to what the push does to the motion:
     the residual beyond them is then 3-9 % off the push while it moves)."""
     cfg = validate_parameters({'contact.detection': False, **ISSUE_23}, MODEL)
-    w = demo_motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, 2.0)
-    motion = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
-                         joint_names=JOINTS, position_limits=MODEL.position_limits,
-                         current=np.vstack([HOME, np.zeros((2, 6))]), now=0.0)
+    motion = demo_plan()
     push = np.array([12.0, -9.0, 6.0, 0.0, 0.0, 0.0])  # 0.5 N·m spins a wrist (low stiffness)
     for trajectory, steps in ((motion, 2000), (Trajectory.hold(np.array(HOME)), 600)):
         plant = Plant(URDF)
@@ -180,10 +185,7 @@ def test_a_stalled_simulator_is_not_a_contact(stall, bound):
     0.12-0.20 and 0.03-0.51 of it, stalls at 0.3-1.5 s of the demo motion: beside the 0.8 a
     wrong model may use (test_no_false_contact...), a false contact."""
     cfg = validate_parameters({}, MODEL)
-    w = demo_motion(JOINTS, np.array(HOME), MODEL.velocity_limits, MODEL.position_limits, 2.0)
-    motion = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
-                         joint_names=JOINTS, position_limits=MODEL.position_limits,
-                         current=np.vstack([HOME, np.zeros((2, 6))]), now=0.0)
+    motion = demo_plan()
     for at in (300, 700, 1100, 1500):
         plant = Plant(URDF)
         plant.reset(np.array(HOME))
