@@ -15,6 +15,7 @@ the figures as its reason. A quiet run's failure is a failure; a figure that hol
 passes under load. `RunGaps` asks the same of a run already recorded, from its own figures.
 """
 from pathlib import Path
+import threading
 import time
 
 import pytest
@@ -64,6 +65,59 @@ class CpuWait:
         if max(self.figures().values(), default=0.0) > STARVED:
             return f'the host starved the run: {self.describe()}'
         return None
+
+
+class TreeWait(CpuWait):
+    """CpuWait of a process and of every process it starts (rnea-demo's simulator, controller
+    and recorder), for a program whose processes this test does not hold: a thread looks for
+    them every PERIOD s while the root runs and keeps each one's last figure (a process's
+    wait counts from its start, so one started in the window is whole; its figure stays once
+    it has exited). `stop()` ends the watch."""
+
+    PERIOD = 0.25
+
+    def __init__(self, root):
+        self.root = getattr(root, 'pid', root)
+        self.seen = {}  # pid: (name, run-queue wait [s] since it started)
+        self.t0, self.waited = time.monotonic(), {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        while not self._stop.wait(self.PERIOD):
+            self._sample()
+
+    def _sample(self):
+        children = {}
+        for stat in Path('/proc').glob('[0-9]*/stat'):
+            try:
+                fields = stat.read_text().rsplit(')', 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+            except (OSError, IndexError, ValueError):
+                pass
+        pids, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
+            todo += children.get(pid, [])
+        for pid in pids:
+            wait = run_queue_wait(pid)
+            if wait > 0:
+                try:
+                    name = Path(f'/proc/{pid}/comm').read_text().strip()
+                except OSError:
+                    name = str(pid)
+                self.seen[pid] = (f'{name} ({pid})', wait)
+
+    def stop(self):
+        self._sample()
+        self._stop.set()
+        self._thread.join(5)
+
+    def figures(self):
+        seconds = max(time.monotonic() - self.t0, 1e-3)
+        return {name: wait / seconds for name, wait in self.seen.values()}
 
 
 class RunGaps:

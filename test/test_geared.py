@@ -18,6 +18,7 @@ from conftest import console_script, flatten, Processes, wait_for
 from lockstep import lockstep
 import numpy as np
 import pytest
+from starvation import TreeWait
 import yaml
 
 from rnea_controller import default_urdf_path, RobotModel
@@ -187,10 +188,25 @@ def demo(tmp_path, name, *options, duration=5.0, attempts=3, usable=None):
     usable = usable or no_stall
     for attempt in range(attempts):
         output = tmp_path / f'{name}-{attempt}'
-        done = subprocess.run([console_script('rnea-demo'), '--duration', str(duration),
+        with subprocess.Popen([console_script('rnea-demo'), '--duration', str(duration),
                                '--no-plots', '--output', str(output), *options],
-                              capture_output=True, text=True, timeout=180)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            meter = TreeWait(proc)
+            try:
+                stdout, stderr = proc.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+            finally:
+                meter.stop()
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        if done.returncode != 0:
+            # beside two busy processes rnea-demo once gave up on the controller's first
+            # reference after 30 s (issue 31): a starved host's attempt is recorded again
+            starved = meter.starved()
+            assert starved, done.stdout[-3000:] + done.stderr[-3000:] + meter.describe()
+            why = f'{STALLED}: {done.stderr.strip().splitlines()[-1:]}; {starved}'
+            continue
         report = json.loads((output / 'report.json').read_text())
         why = usable(report)
         if why is None:

@@ -163,7 +163,11 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
         taus = np.array(probe.commands)
     assert np.all(np.abs(taus) <= MODEL.effort_limits)
     changes = [t for (t, e), (_, e_prev) in zip(moving[1:], moving) if e != e_prev]
-    assert changes and np.diff([moving[0][0], *changes, moving[-1][0]]).max() < 0.1
+    assert changes
+    # a starved host held one command for 0.22 s once (beside two busy processes)
+    silent = np.diff([moving[0][0], *changes, moving[-1][0]]).max()
+    check(silent < 0.1, f'the effort the arm applies did not change for {silent:.3f} s '
+          'while it moved', meter)
 
     # the brake: once the push is over (the peak), the speed falls and stays under 1.5 x the
     # limit once it is there; at rest at the end, and held still
