@@ -144,7 +144,10 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     with probe.lock:
         errors = [s.message for s in probe.statuses if s.level == DiagnosticStatus.ERROR]
     assert any(m.startswith(f"braking: overspeed: joint '{JOINT}' at ") for m in errors), errors
-    assert probe.status('overspeeds') == '1'
+    # one overspeed; a starved controller (beside two busy processes) braked late and the arm
+    # ran beyond the limit again: 3
+    check(probe.status('overspeeds') == '1', f"overspeeds {probe.status('overspeeds')}: "
+          + log[-3000:], meter)
     assert wait_for(result.done, 5.0)
     outcome = result.result().result
     assert outcome.error_code == FollowJointTrajectory.Result.INVALID_GOAL
