@@ -126,9 +126,9 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     assert wait_for(lambda: np.any(probe.speeds()[1] > VMAX), 30.0), procs.output(sim)
     assert 'braking' not in str(before) and 'push of 11' in procs.output(sim)
     # braked to rest, then a hold where it stopped (the status at once when braking ends)
-    assert wait_for(lambda: 'at rest after braking' in procs.output(controller), 10.0), (
-        procs.output(controller))
-    assert wait_for(lambda: probe.status('mode') == 'hold', 5.0)
+    check(wait_for(lambda: 'at rest after braking' in procs.output(controller), 10.0),
+          'not at rest 10 s after the push: ' + procs.output(controller)[-3000:], meter)
+    check(wait_for(lambda: probe.status('mode') == 'hold', 5.0), 'no hold after braking', meter)
     time.sleep(1.0)
     log = procs.output(controller)
     stamps, speeds, efforts = probe.speeds()
@@ -136,7 +136,8 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     assert speeds[peak] > 2.0 * VMAX, speeds[peak]  # the push made the case: refused before
 
     after = {key: int(probe.status(key)) for key in before}
-    assert after['fast states taken'] > 0  # the fast ones shown by their positions
+    check(after['fast states taken'] > 0, 'no fast state taken: ' + log[-3000:],
+          meter)  # the fast ones shown by their positions
 
     # the fault named: ERROR in the log and on /diagnostics, the goal aborted with the reason
     assert f"joint '{JOINT}' at " in log and 'beyond its velocity limit 3.14159 rad/s: braking' \
@@ -174,11 +175,13 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
 
     # the brake: once the push is over (the peak), the speed falls and stays under 1.5 x the
     # limit once it is there; at rest at the end, and held still
+    # (a controller starved beside two busy processes braked late: 5.8 rad/s after 4.7)
     below = peak + int(np.argmax(speeds[peak:] < 1.5 * VMAX))
-    assert np.all(speeds[below:] < 1.5 * VMAX)
+    check(np.all(speeds[below:] < 1.5 * VMAX), f'the speed rose again to '
+          f'{speeds[below:].max():.3g} rad/s after it fell under 1.5 x the limit', meter)
     with probe.lock:
         last = [q[J] for t, q, *_ in probe.states if t > stamps[-1] - 0.5]
-    assert speeds[-1] < 0.05 * VMAX, speeds[-1]
+    check(speeds[-1] < 0.05 * VMAX, f'the arm ends at {speeds[-1]:.3g} rad/s', meter)
     # held where it stopped: within 1 mrad over 0.5 s (a run beside two busy processes moved
     # 1.2 mrad: the hold's commands late; said to be, by the figures of the run)
     check(np.ptp(last) < 1e-3, f'the held joint moved {np.ptp(last):.3g} rad in 0.5 s', meter)
