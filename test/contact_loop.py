@@ -55,6 +55,7 @@ def run(plant, cfg, trajectory, steps, delay=1, start=None, later=None, stall=No
     out = Run(np.zeros((steps, m)), np.zeros((steps, m)), np.zeros(steps), [],
               np.zeros((steps, plant.n)), np.zeros((steps, m)), np.zeros((steps, m)), log=log)
     pending, seen, last = [], None, None  # seen: (q, qd, step) of the newest state published
+    held = np.zeros(plant.n)  # the command the plant applies (a stall from step 0: none)
     for k in range(steps):
         t = t_now[0] = k * dt
         stalled = stall is not None and stall[0] <= k < stall[0] + stall[1]

@@ -35,7 +35,25 @@ def run_queue_wait(pid):
     return total * 1e-9
 
 
-class CpuWait:
+class Meter:
+    """What a meter says: `figures()` ({name: run-queue wait [s] per second of the window,
+    which began at `t0`}) as a sentence, and whether the run starved."""
+
+    def describe(self):
+        seconds = time.monotonic() - self.t0
+        waits = ', '.join(f'{name} {1e3 * w:.0f} ms/s' for name, w in self.figures().items())
+        load = open('/proc/loadavg').read().split()[:3]
+        return (f'over {seconds:.1f} s the threads waited for a CPU: {waits} (load average '
+                f'{"/".join(load)})')
+
+    def starved(self):
+        """The figures as a sentence if a process waited more than STARVED of the window."""
+        if max(self.figures().values(), default=0.0) > STARVED:
+            return f'the host starved the run: {self.describe()}'
+        return None
+
+
+class CpuWait(Meter):
     """Run-queue wait of named processes ({name: pid or Popen}) from `start()` on."""
 
     def __init__(self, processes):
@@ -53,33 +71,20 @@ class CpuWait:
         return {name: (run_queue_wait(pid) - self.waited[name]) / seconds
                 for name, pid in self.pids.items()}
 
-    def describe(self):
-        seconds = time.monotonic() - self.t0
-        waits = ', '.join(f'{name} {1e3 * w:.0f} ms/s' for name, w in self.figures().items())
-        load = open('/proc/loadavg').read().split()[:3]
-        return (f'over {seconds:.1f} s the threads waited for a CPU: {waits} (load average '
-                f'{"/".join(load)})')
 
-    def starved(self):
-        """The figures as a sentence if a process waited more than STARVED of the window."""
-        if max(self.figures().values(), default=0.0) > STARVED:
-            return f'the host starved the run: {self.describe()}'
-        return None
-
-
-class TreeWait(CpuWait):
-    """CpuWait of a process and of every process it starts (rnea-demo's simulator, controller
-    and recorder), for a program whose processes this test does not hold: a thread looks for
-    them every PERIOD s while the root runs and keeps each one's last figure (a process's
-    wait counts from its start, so one started in the window is whole; its figure stays once
-    it has exited). `stop()` ends the watch."""
+class TreeWait(Meter):
+    """The run-queue wait of a process and of every process it starts (rnea-demo's
+    simulator, controller and recorder), for a program whose processes this test does not
+    hold: a thread looks for them every PERIOD s while the root runs and keeps each one's
+    last figure (a process's wait counts from its start, so one started in the window is
+    whole; its figure stays once it has exited). `stop()` ends the watch."""
 
     PERIOD = 0.25
 
     def __init__(self, root):
         self.root = getattr(root, 'pid', root)
         self.seen = {}  # pid: (name, run-queue wait [s] since it started)
-        self.t0, self.waited = time.monotonic(), {}
+        self.t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
