@@ -20,57 +20,12 @@ Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeh
 Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
 urdf` the URDF's `<dynamics damping friction>`; the notes report the URDF's values either way.
 
-The model is never the arm (issue 29), on by default (`estimation.forgetting_time` 1 s,
-`integral_gain` 4000; 0 turns each off: the law of issue 23): per controlled joint the law
-estimates online what the arm shows beyond its model, state in `LawWork`, updated by
-`_estimate` after each tick's limits (one compiled call):
-- r = mean tau_applied - RNEA(q_m, qd_m, qdd_m)_i over a window of WINDOW new states: q_m,
-  qd_m the state as measured (not as predicted to where the command acts) at the window's
-  middle (the mean command and the mean acceleration belong there: at the window's end the
-  row was a state off, which on the exact UR5 cost 3.5x the tracking of the law without the
-  estimate; at the middle 1.15x), qdd_m the change of qd_m over the window over its duration
-  by the states' stamps (`command`'s state_dt: the node's states are not in lockstep with its
-  ticks; a repeated state is not counted), tau_applied the mean of the commands of its ticks
-  (with the robot's g(q) if it compensates gravity); the model's own armature and the told
-  friction are in the model, so r is what the model misses. The window spreads pairing and
-  timing errors (per tick, a one-tick error in the pairing made the estimate's loop run away
-  on a wrong-link arm);
-- r = a^ qdd_m + b^ qd + d^: recursive least squares with forgetting (time constant
-  `estimation.forgetting_time`) per joint, each estimate projected on [0, its ceiling]
-  (d^ on ±): a^ the missing rotor inertia (at most `estimation.max_armature`), b^ viscous
-  friction (its torque at the velocity limit at most FRICTION_CEILING × the effort limit: a
-  joint with more could not reach its velocity limit), d^ a slowly varying torque (gravity
-  of wrong links, friction at rest; at most integral_clamp × the effort limit). The
-  regressors are scaled to about 1 at a reference velocity (the velocity limit) and
-  acceleration (it over REACH), and the covariance's diagonal is kept at most GAIN: no
-  estimate takes more than about half a window's residual, so that the loop the estimate
-  closes (d^ and a^ act on the arm, whose response they are estimated from) stays slow,
-  whatever the command's delay; M_ii + a^ grows at most by a factor e per ARMATURE_GROWTH
-  (a spurious a^ on a 1.4e-4 kg·m² wrist destabilises its feedback within ticks; a real
-  rotor is learnt within a few tenths of a second). Coulomb friction is not estimated:
-  tanh(qd / w) is nearly constant over a motion and is traded off against d^ (measured: the
-  wrong-link rows diverged with it). A joint whose reference rests while its integral runs
-  is not estimated (no excitation; two integrators of one error hunted on Coulomb friction),
-  nor a window whose positions contradict its velocities (`_consistent`);
-- a^ enters the RNEA rows as armature (computed torque's feedback acts through M + a^: an
-  untold geared joint regains its stiffness, and only as far as the arm's measured response
-  shows), b^ the friction feedforward b^·qd_d and a stiffness Kp·(b^ / Kd)·e (`_damped`: a
-  joint its own friction damps has a position loop as slow as its stiffness over that
-  damping; the added stiffness keeps it near Kp / Kd), d^ the command;
-- a joint that does not follow (`_unstick`: its reference moves, it lags more than
-  STUCK_ERROR behind, more each tick, and stands still) grows a^ by e per ARMATURE_GROWTH
-  while its feedback torque is under UNSTICK_TORQUE × the effort limit: an untold rotor held
-  by its friction never accelerates, so no residual shows its inertia; once it moves the
-  estimate measures a^ again;
-- an integral while the joint's reference is at rest (qd_d = qdd_d = 0), the joint slower
-  than INTEGRAL_GATE and than Kp/Kd |e| (`_pace`), or moving away from its goal, its command
-  not limited and, with the
-  estimate on, a^ measured once (its scaled variance at most SETTLED once; before, on an
-  untold geared joint, the integral through M_ii alone is unstable when (M_ii + a^) Kp Kd
-  < J Ki): += dt·Ki·(M_ii(q0) + a^ + b^/Kd)·e, clamped to ±integral_clamp × the effort
-  limit.
-`reset` clears it all (activation, stale stop); `gravity_hold` clears the integral and
-restarts the estimator's window (a gravity hold is not the law's command).
+The law adapts (issue 29; control/adaptation.py, which states each rule, its reason and its
+constant): per controlled joint the estimates a^ (rotor inertia) [kg·m²], b^ (viscous friction)
+[N·m·s/rad] and d^ (a slow torque) [N·m], learnt online from the arm's residual, enter the law
+as armature in every RNEA row, as (b + b^)·qd_d plus a stiffness Kp·(b^ / Kd)·e, and as d^; an
+integral at rest is added. The law computes the estimator's row (row 2); `adaptation.adapt`
+updates the estimates and the integral after the limits, in the same compiled call.
 
 Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
 (`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
@@ -122,7 +77,7 @@ from numba import njit, typeof, types
 from numba.experimental import structref
 import numpy as np
 
-from rnea_controller.control import parameters
+from rnea_controller.control import adaptation, parameters
 from rnea_controller.control.parameters import joint_of_parameter, link_of_parameter
 from rnea_controller.dynamics import rnea_kernel, spatial
 from rnea_controller.dynamics.model import RobotModel
@@ -135,7 +90,6 @@ MIN_JOINT_INERTIA = 1e-3  # [kg·m²] floor of M_ii for the feedforward_pd defau
 BRAKE_RATE = 2.0 * NATURAL_FREQUENCY  # [1/s] the brake's damping per unit of model inertia
 ROWS = 4  # law, feedforward, the estimator's inverse dynamics, g(q)
 GRAVITY = 3  # the row of g(q)
-ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
 
 
 class _Record(types.StructRef):
@@ -169,14 +123,10 @@ class LawModel(structref.StructRefProxy):
 class LawWork(structref.StructRefProxy):
     """The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T;
     e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
-    `previous`; per-joint `saturation` counts; the law's state: `armature` (n,) the model's
-    plus the estimated one, `theta` (3, m) the estimates a [kg·m²], b [N·m·s/rad], d [N·m],
-    `P` (m, 3, 3) their covariances, `applied` (2, m): row 0 the sum of the window's commands
-    with the robot's g(q), `qd_last` (n,) the velocity of the window's first state, `count`
-    [commands in `applied`, state intervals in the window, 1 once the window has its first
-    state], `elapsed` [s] the window's duration (the sum of its states' intervals),
-    `integral` (m,) [N·m]. Holds the numpy arrays it was made from: Python reads
-    those (`Controller`), compiled code writes them."""
+    `previous`; per-joint `saturation` counts; `armature` (n,) the model's plus a^; then the
+    adaptation's state (`adaptation.work_shapes`: estimates, covariances, window, integral,
+    schedule). Holds the numpy arrays it was made from: Python reads those (`Controller`),
+    compiled code writes them."""
 
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
@@ -184,8 +134,7 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'pd', 'compensate', 'forget', 'ceilings', 'scales', 'ki',
                     'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation', 'armature', 'theta', 'P', 'applied', 'qd_last', 'count',
-                   'elapsed', 'integral', 'settled', 'q_mid', 'qd_mid', 'q_first')
+                   'saturation', 'armature') + adaptation.WORK_FIELDS
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
@@ -209,8 +158,9 @@ class ControllerConfig:
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
     computed torque's feedback gets on top of M (`feedback_boost`); forget: the estimator's
-    forgetting factor per tick (1: off); ceilings (3, m): the estimates' bounds; scales (3, m):
-    1 / the reference acceleration, 1 / the reference velocity and 1 (`_estimation`);
+    forgetting factor per window (1: off); ceilings (3, m): the estimates' bounds; scales (3, m):
+    1 / the reference acceleration, 1 / the reference velocity and 1
+    (`adaptation.config_entries`);
     integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
@@ -464,43 +414,12 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
         friction_width=float(values['friction_velocity_width']), values=values,
         notes=notes + _links_note(values))
-    config.update(_estimation(values, model, index, config['effort_limits']))
+    config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
+                                            _joint_inertias(model, index)))
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
     return ControllerConfig(**config)
-
-
-INTEGRAL_GATE = 0.02  # [rad/s] the integral runs while a joint at rest is slower
-GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per tick
-REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
-ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
-WINDOW = 10  # ticks over which the estimator measures an acceleration and averages the command
-STUCK_ERROR = 0.005  # [rad]
-CONSISTENT = 1e-4  # [rad]
-UNSTICK_TORQUE = 0.05  # share of the effort limit
-SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance is at most this
-FRICTION_CEILING = 1.0  # the estimated viscous torque at the velocity limit, share of effort
-
-
-def _estimation(values, model, index, limits):
-    """The config's estimator and integral entries (module doc): forgetting factor; ceilings
-    and regressor scales (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m] (reference velocity: the
-    velocity limit, else 1 rad/s; reference acceleration: it over REACH); integral gain
-    [1/s³] and clamp [N·m]; M_ii(q0) [kg·m²]."""
-    velocity = model.velocity_limits[index]
-    velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
-    bias = float(values['integral_clamp']) * limits
-    ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
-                          FRICTION_CEILING * limits / velocity, bias))
-    time_constant = float(values['estimation.forgetting_time'])
-    period = 1.0 / values['update_rate']
-    window = WINDOW * period
-    forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, window)
-    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index))))
-    return dict(forget=forget, ceilings=ceilings, scales=scales,
-                integral_gain=float(values['integral_gain']),
-                integral_clamp=bias, inertia=_joint_inertias(model, index))
 
 
 def _q0(model):
@@ -573,12 +492,11 @@ def _workspace(n, m):
     rows, joints = (ROWS, n), (m,)
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
-                  theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
-                  qd_last=(n,), count=(3,), elapsed=(1,), integral=joints, settled=joints,
-                  q_mid=(n,), qd_mid=(n,), q_first=(n,))
-    integers = ('saturation', 'count')
+                  **adaptation.work_shapes(n, m))
+    integers = ('saturation',) + adaptation.INTEGER_FIELDS
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in LAW_WORK_FIELDS}
+    adaptation.initial(arrays)
     return _new_law_work(*arrays.values()), arrays
 
 
@@ -598,9 +516,7 @@ class Controller:
         self.tau, self.feedforward = arrays['tau'], arrays['feedforward']
         self.saturation, self._previous = arrays['saturation'], arrays['previous']
         self.estimates, self.integral = arrays['theta'], arrays['integral']
-        self._settled = arrays['settled']
-        self._P, self._count = arrays['P'], arrays['count']
-        self.work_applied = arrays['applied']
+        self._arrays = arrays
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -641,20 +557,12 @@ class Controller:
         and when it stops commanding (stale states)."""
         self._has_previous = False
         self._first, self.responding = None, False
-        self.estimates[:] = 0.0
-        self.integral[:] = 0.0
-        self._settled[:] = 0.0
-        self._count[:] = 0
-        self.work_applied[:] = 0.0
-        for k in range(self._P.shape[0]):
-            self._P[k] = GAIN * np.eye(ESTIMATED)
+        adaptation.reset(self._arrays)
 
     def reset_integral(self) -> None:
         """Forget the integral term and restart the estimator's window (kept: the estimates,
         properties of the arm). A command that is not the law's (`gravity_hold`) calls it."""
-        self.integral[:] = 0.0
-        self._count[:] = 0  # the estimator's window restarts at the next new state
-        self.work_applied[:] = 0.0
+        adaptation.clear_integral(self._arrays)
 
     def _step(self, cfg, rate_limited=True):
         """Largest command change this tick [N·m] (0: no rate limit)."""
@@ -798,42 +706,17 @@ def _same_objects(args, last):
 
 
 @njit(cache=True)
-def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
-    """The RNEA rows of a tick, in place; e = [q_d - q; qd_d - qd] of the controlled joints.
-
-    Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 2: (qm, qdm, qdd_m),
-    the state as measured (q, qd may be predicted to where the command acts), qdd_m the
-    measured acceleration over the estimator's window: the change of qdm from its
-    first state to its last over their time apart (WINDOW intervals between new states, each
-    `state_dt` [s]; `state_dt` 0: this tick's state is not new and the window waits; < 0:
-    every tick a new state one period after the last, lockstep); row 3: (q, 0, 0). Joints not
-    controlled enter rows 0 and 1 at their measured q, qd and qdd = 0. Returns True if the
-    window closes this tick.
+def _assemble(model, work, q, qd, ref):
+    """The RNEA rows 0, 1 and 3 of a tick, in place; e = [q_d - q; qd_d - qd] of the
+    controlled joints. Row 0: (q, qd, qdd_d + Kp e + Kd ed); row 1: (q_d, qd_d, qdd_d); row 3:
+    (q, 0, 0). Joints not controlled enter rows 0 and 1 at their measured q, qd and qdd = 0.
+    (Row 2 is the estimator's: `adaptation.window`.)
     """
-    Q, QD, QDD, e, count = work.Q, work.QD, work.QDD, work.e, work.count
-    new = state_dt != 0.0
-    starting = new and count[2] == 0
-    if new and not starting:
-        count[1] += 1
-        work.elapsed[0] += model.dt if state_dt < 0.0 else state_dt
-    middle = new and not starting and count[1] == WINDOW // 2
-    closing = new and count[1] >= WINDOW and work.elapsed[0] > 0.0
-    if starting:
-        count[0] = count[1] = 0  # a window starts at this state
-        count[2] = 1
-        work.elapsed[0] = 0.0
-        work.applied[0, :] = 0.0
+    Q, QD, QDD, e = work.Q, work.QD, work.QDD, work.e
     for i in range(q.shape[0]):
-        Q[0, i] = Q[1, i] = Q[2, i] = Q[3, i] = q[i]
+        Q[0, i] = Q[1, i] = Q[3, i] = q[i]
         QD[0, i] = QD[1, i] = qd[i]
-        if middle:
-            work.q_mid[i], work.qd_mid[i] = qm[i], qdm[i]
-        Q[2, i], QD[2, i] = work.q_mid[i], work.qd_mid[i]
         QD[3, i] = QDD[0, i] = QDD[1, i] = QDD[3, i] = 0.0
-        if starting:
-            work.qd_last[i] = qdm[i]
-            work.q_first[i] = qm[i]
-        QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e[0, k] = ref[0, k] - q[i]
@@ -842,7 +725,6 @@ def _assemble(model, work, q, qd, ref, state_dt, qm, qdm):
         QD[1, i] = ref[1, k]
         QDD[1, i] = ref[2, k]
         QDD[0, i] = ref[2, k] + model.kp[k] * e[0, k] + model.kd[k] * e[1, k]
-    return closing
 
 
 @njit(cache=True)
@@ -871,16 +753,17 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     tau_law = T[0] + boost (Kp e + Kd ed) (computed_torque) or T[1] + Kp e + Kd ed
     (feedforward_pd), plus the friction feedforward (b + b^)·qd_d + c·tanh(qd_d / w), the
     estimated bias d^ and the integral; minus g(q) = T[3] if the robot compensates
-    gravity; then `_limit`; then `_estimate` (the next tick's estimates). The RNEA rows use
-    the model's armature plus the estimated a^. feedforward = T[1] + friction.
+    gravity; then `_limit`; then `adaptation.adapt` (the next tick's estimates and integral).
+    The RNEA rows use the model's armature plus the estimated a^; row 2 is the estimator's
+    (`adaptation.window`: qm, qdm the state as measured, state_dt as `Controller.command`).
+    feedforward = T[1] + friction.
     (numba's disk cache does not see edits to rnea_kernel.py: `Controller._compile` checks
     this kernel against `rnea` once.)
     """
-    closing = _assemble(model, work, q, qd, ref, state_dt, qm, qdm)
+    closing = adaptation.window(model, work, state_dt, qm, qdm)
+    _assemble(model, work, q, qd, ref)
+    adaptation.armature(model, work)
     theta, armature = work.theta, work.armature
-    armature[:] = model.armature
-    for k in range(model.index.shape[0]):
-        armature[model.index[k]] += theta[0, k]
     rows = 4 if model.compensate else (3 if closing and model.forget < 1.0 else 2)
     T = work.T
     rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
@@ -895,174 +778,11 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
                     + model.coulomb[k] * np.tanh(qd_d / model.width))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
-        law = T[1, i] + feedback if model.pd else (T[0, i] + model.boost[k] * feedback
-                                                   + _damped(model, theta, k) * model.kp[k] * e)
+        stiffness = adaptation.damped(model, theta, k) * model.kp[k] * e
+        law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback + stiffness
         raw[k] = (law + friction + theta[2, k] + work.integral[k]
                   - (T[3, i] if model.compensate else 0.0))
     if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
         return False
-    _estimate(model, work, qm, qdm, closing, ref)
-    _unstick(model, work, ref)
-    _integrate(model, work, ref)
+    adaptation.adapt(model, work, qm, qdm, closing, ref)
     return True
-
-
-@njit(cache=True)
-def _estimate(model, work, q, qd, closing, ref):
-    """Per controlled joint, once per window of WINDOW ticks, recursive least squares with
-    forgetting on the joint's own residual over the window (module doc): r = mean tau_applied
-    - RNEA(q, qd, qdd_m)_i (the model's armature, the told friction b qd + c tanh(qd / w)
-    removed) = a^ qdd_m + b^ qd + d^. In scaled units (regressors times `scales`: each about 1
-    at the reference acceleration and velocity) the covariance's diagonal stays at most GAIN:
-    no estimate takes more than about GAIN of a window's residual, and none winds up while its
-    regressor rests. Estimates projected on [0, ceiling] (d^ on ±ceiling); M_ii + a^ grows at
-    most by a factor e per ARMATURE_GROWTH. Then this tick's command enters the window."""
-    T, applied, count = work.T, work.applied, work.count
-    lam, scales = model.forget, model.scales
-    phi, Pphi, x = np.empty(ESTIMATED), np.empty(ESTIMATED), np.empty(ESTIMATED)
-    if closing:
-        if lam < 1.0 and count[0] > 0:
-            growth_factor = 1.0 + work.elapsed[0] / ARMATURE_GROWTH
-            for k in range(model.index.shape[0]):
-                if ref[1, k] == 0.0 and ref[2, k] == 0.0 and work.settled[k] > 0.0:
-                    continue  # at rest, the integral's: no excitation, one integrator
-                if not _consistent(work, model.index[k], q, qd):
-                    continue  # velocities the positions contradict: not the arm's motion
-                _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
-                                growth_factor)
-        for k in range(model.index.shape[0]):
-            applied[0, k] = 0.0
-        for i in range(qd.shape[0]):
-            work.qd_last[i] = qd[i]
-            work.q_first[i] = q[i]
-        count[0] = count[1] = 0
-        work.elapsed[0] = 0.0
-    if count[2] == 0:
-        return  # no state yet to start a window at
-    for k in range(model.index.shape[0]):
-        applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
-    count[0] += 1
-
-
-@njit(cache=True)
-def _consistent(work, i, q, qd):
-    """The window's positions agree with its velocities at joint i: the change of q over the
-    window is their trapezoid mean times its duration, within a quarter of that plus
-    CONSISTENT [rad] (stamp jitter, a velocity filter's lag). A state whose velocity its
-    positions contradict (a broken or hostile publisher, a test's constant state) is not a
-    motion of the arm to learn from; nor is a position that has not changed at all over the
-    window (a state repeated by a feeder or a driver: a resting arm's readings still move)."""
-    moved = q[i] - work.q_first[i]
-    expected = 0.5 * (work.qd_last[i] + qd[i]) * work.elapsed[0]
-    return moved != 0.0 and abs(moved - expected) <= 0.25 * abs(expected) + CONSISTENT
-
-
-@njit(cache=True)
-def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor):
-    """One joint's update of `_estimate`."""
-    T, theta = work.T, work.theta
-    i = model.index[k]
-    v, qdd_m = qd[i], work.QDD[2, i]
-    told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
-    err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
-    phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
-    for a in range(ESTIMATED):
-        x[a] = theta[a, k] / scales[a, k]
-        err -= phi[a] * x[a]
-    P, a_old = work.P[k], theta[0, k]
-    den = lam
-    for a in range(ESTIMATED):
-        Pphi[a] = 0.0
-        for b in range(ESTIMATED):
-            Pphi[a] += P[a, b] * phi[b]
-        den += phi[a] * Pphi[a]
-    for a in range(ESTIMATED):
-        x[a] += Pphi[a] / den * err
-        for b in range(ESTIMATED):
-            P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
-    for a in range(ESTIMATED):
-        if P[a, a] > GAIN:
-            shrink = np.sqrt(GAIN / P[a, a])
-            for b in range(ESTIMATED):
-                P[a, b] *= shrink
-                P[b, a] *= shrink
-        low = -model.ceilings[a, k] if a == 2 else 0.0
-        theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
-    growth = (model.inertia[k] + a_old) * growth_factor
-    theta[0, k] = min(theta[0, k], growth - model.inertia[k])
-
-
-@njit(cache=True)
-def _unstick(model, work, ref):
-    """A joint that does not follow: its reference moves, it lags more than STUCK_ERROR
-    behind it in the direction of motion and more each tick (e·ed > 0), it stands still
-    (slower than INTEGRAL_GATE and than half its reference) and its command is not limited.
-    Its estimated inertia a^ then grows, M_ii + a^ by a factor e per ARMATURE_GROWTH (at
-    most max_armature), while the feedback's torque Kp (M_ii + a^) |e| is under
-    UNSTICK_TORQUE × the effort limit (enough to break a geared joint's friction; an untold
-    rotor held by its friction never accelerates, so the residual never shows its inertia),
-    and a^'s variance is reset to its largest (a guess, not a measurement: once the joint
-    moves, the residual corrects it at once). Bounded so, because a joint held by something
-    else (an obstacle, a hand) and let go is back at its true inertia, perhaps the model's:
-    measured on the xArm7, a wrist held by a spring while its reference moved, then released,
-    peaked at 1.1-1.4× its velocity limit (0.1 × effort and a joint slower than half its
-    reference: 2.0-3.3×; without the rule 0.4-0.8×)."""
-    if model.forget == 1.0 or model.pd:  # feedforward_pd: its gains do not act through M
-        return
-    growth = model.dt / ARMATURE_GROWTH
-    for k in range(model.index.shape[0]):
-        e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        inertia = model.inertia[k] + work.theta[0, k]
-        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0
-                and abs(qd_d - ed) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
-                and work.tau[k] == work.raw[k]
-                and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
-            work.theta[0, k] = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
-            P = work.P[k]
-            for b in range(1, ESTIMATED):
-                P[0, b] = P[b, 0] = 0.0
-            P[0, 0] = GAIN  # a^ grown without evidence: the first acceleration corrects it
-
-
-@njit(cache=True)
-def _damped(model, theta, k):
-    """b^ / Kd [kg·m²] of controlled joint k (computed_torque with Kd > 0, else 0): the
-    inertia through which Kd's damping equals the measured viscous friction b^. Computed
-    torque adds Kp·(b^ / Kd)·e, and the integral's gain scales by it: a joint whose own
-    friction damps it has a position loop as slow as its stiffness over that damping
-    (docs/controller.md)."""
-    if model.pd or model.kd[k] <= 0.0:
-        return 0.0
-    return theta[1, k] / model.kd[k]
-
-
-@njit(cache=True)
-def _pace(model, k):
-    """Kp / Kd [1/s] of controlled joint k (the rate at which its PD alone closes an error;
-    ω / 2 = 10 1/s with the default gains of either law), ω / 2 if Kd is 0."""
-    return model.kp[k] / model.kd[k] if model.kd[k] > 0.0 else NATURAL_FREQUENCY / 2.0
-
-
-@njit(cache=True)
-def _integrate(model, work, ref):
-    """While a joint's reference is at rest (qd_d = qdd_d = 0), its command not limited, the
-    joint slower than INTEGRAL_GATE and than its PD's own pace (|qd| < Kp/Kd |e|: a joint
-    already on its way does not need more; integrating then made it hunt on Coulomb
-    friction) or moving away from its goal (e·ed > 0: an overshoot unwinds the integral that
-    drove it) and, with
-    the online estimate on, its inertia measured once since the estimate started (a^'s
-    scaled variance P_aa at most SETTLED once, `settled`: a^ has seen accelerations; before,
-    an untold geared joint's integral, acting through M_ii alone, is unstable; the variance
-    grows back at rest, which no longer freezes it): integral += dt·Ki·(M_ii(q0) + a^ +
-    b^/Kd)·e, clamped to ±i_clamp."""
-    for k in range(model.index.shape[0]):
-        e, ed = work.e[0, k], work.e[1, k]
-        if work.P[k, 0, 0] <= SETTLED:
-            work.settled[k] = 1.0
-        slow = abs(ed) < min(INTEGRAL_GATE, _pace(model, k) * abs(e))
-        if (ref[1, k] == 0.0 and ref[2, k] == 0.0 and (slow or e * ed > 0.0)
-                and work.tau[k] == work.raw[k]
-                and (model.forget == 1.0 or work.settled[k] > 0.0)):
-            inertia = model.inertia[k] + work.theta[0, k] + _damped(model, work.theta, k)
-            value = work.integral[k] + model.dt * model.ki * inertia * e
-            work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])

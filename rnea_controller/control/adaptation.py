@@ -1,0 +1,356 @@
+"""The law's adaptation (issues 29, 35): what the arm shows beyond its model, learnt online.
+
+The model is never the arm. Per controlled joint the law (control/law.py) adds three estimates
+and an integral, all in its `LawWork`, updated by `adapt` once per tick after the limits (in the
+law's one compiled call). Each rule below says what it does, why (the measurement that made
+it; docs/controller.md has the tables), and the constant that tunes it. Measured on
+test_robustness's rows (the xArm7 in MuJoCo: exact, friction true, geared, wrong links) and
+test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s and
+`integral_gain` 4000 1/s³; 0 turns each off (the law of issue 23).
+
+1. The residual, over a window (`window`; WINDOW = 10 new states). r = mean tau_applied -
+   RNEA(q_m, qd_m, qdd_m)_i - told friction: the window's mean command (with the robot's g(q)
+   if it compensates gravity) against the model at the MEASURED state of the window's middle,
+   qdd_m the change of qd over the window over its duration by the states' stamps (a repeated
+   state is not counted). Why a window: per tick, a one-tick pairing error made the estimate's
+   loop run away on a wrong-link arm. Why the middle: the mean command and acceleration
+   belong there; at the window's end the exact UR5 tracked 3.5x worse than without the
+   estimate, at the middle 1.15x.
+2. The regression (`_estimate_joint`). r = a^ qdd_m + b^ qd + d^ by recursive least squares
+   with forgetting (`estimation.forgetting_time`), per joint: a^ the missing rotor inertia,
+   b^ viscous friction, d^ a slow torque (wrong links' gravity, friction at rest). Each is
+   projected on [0, ceiling] (d^ on ±): a^ <= `estimation.max_armature`; b^ at the velocity
+   limit <= FRICTION_CEILING x the effort limit (a joint with more could not reach its
+   velocity limit; 0.25x left the friction row 2.2e-2 / 1.6e-3 rad RMS / final, 1x
+   1.6e-2 / 8.7e-4); d^ <= `integral_clamp` x the effort limit. Coulomb friction is not
+   estimated: tanh(qd / w) is nearly constant over a motion and traded off against d^ (the
+   wrong-link rows diverged).
+3. A slow loop (`_estimate_joint`). The estimates act on the arm whose response they are
+   learnt from, so each step is bounded: regressors scaled to about 1 at the velocity limit
+   and at that limit reached in REACH; the covariance's diagonal at most GAIN (no estimate
+   takes more than about half a window's residual: per tick, a gain of 1 reached 4.6-7x the
+   velocity limit); M_ii + a^ grows at most by e per ARMATURE_GROWTH (a spurious a^ on the
+   1.4e-4 kg·m² wrist destabilises its feedback within ticks; a 0.1 kg·m² rotor is learnt in
+   ~0.3 s).
+4. What is not learnt from (`_estimate`, `_consistent`). A joint whose reference rests while
+   its integral may run (no excitation; d^ and the integral, two integrators of one error,
+   hunted ±1 N·m on Coulomb friction: friction row final 1.8e-3 -> 8.7e-4 rad); a window
+   whose positions contradict its velocities beyond a quarter plus CONSISTENT, or did not
+   change at all (a broken publisher, a feeder's repeated state). The Controller also pauses
+   rules 2, 6 and 7 until the measured positions change after a reset (a constant state
+   is not an arm answering: d^ would take the feedback's torque) and in `holding: contact`
+   (an arm held by an obstacle; an integral pushed the bundled arm's sphere 10 -> 28 N).
+5. Where the estimates act (`armature`, `damped`; the law adds them). a^ in the RNEA rows as
+   armature: computed torque's feedback acts through M + a^, so an untold geared joint
+   regains its stiffness as far as its response shows. b^ in the friction feedforward
+   b^ qd_d and as a stiffness Kp (b^ / Kd) e: a joint its own friction damps closes an error
+   at stiffness / damping; with it about Kp / Kd (friction row 2.9e-2 -> 1.6e-2 rad RMS).
+   d^ in the command.
+6. A stuck joint grows a^ (`_unstick`). Its reference moves, it lags more than STUCK_ERROR
+   in the direction of motion and more each tick, it stands still (slower than INTEGRAL_GATE
+   and half its reference), its command is not limited and its feedback torque Kp (M_ii +
+   a^) |e| is under UNSTICK_TORQUE x the effort limit: M_ii + a^ grows by e per
+   ARMATURE_GROWTH, a^'s variance reset to GAIN. Why: an untold rotor its friction holds
+   never accelerates, so no residual shows its inertia (the geared row 7.6e-3 -> 2.1e-3 rad;
+   the real `--geared` demo 64-70 mrad FAIL -> 5.6). Why bounded: a joint held by an obstacle
+   and let go is back at its true inertia; a held xArm7 wrist, released, peaked at 2.0-3.3x
+   its velocity limit unbounded, 1.1-1.4x so.
+7. The integral at rest (`_integrate`). += dt Ki (M_ii(q0) + a^ + b^ / Kd) e, clamped to
+   ±`integral_clamp` x the effort limit, while the reference rests, the command is not
+   limited, the joint is slower than INTEGRAL_GATE and than its PD's pace Kp/Kd |e| (`_pace`)
+   or moves away from its goal, and a^ has been measured once (its scaled variance <=
+   SETTLED). Why each: without the 0.02 rad/s gate the geared row oscillated at rest; the
+   pace (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4 rad on the friction row) stops it
+   carrying a joint across the friction band and back; away from the goal it unwinds an
+   overshoot (it froze at 0.3 N·m: friction row 4.0e-2 -> 2.9e-2); before a^ is known the
+   integral through M_ii alone is unstable on an untold geared joint ((M_ii + a^) Kp Kd < J Ki).
+
+The schedule (issue 35, for the timing policy): `LawWork.schedule` (3,), read every tick,
+set between ticks by `Controller.set_schedule` without rebuilding the config: [ESTIMATE] in
+[0, 1] scales the estimator's step (the innovation; 0 pauses it, estimates and covariances
+kept), [INTEGRAL] in [0, 1] scales Ki (0 pauses the integral, its value kept), [UNSTICK] 0/1
+the stuck-joint growth. Ones are the law as measured above, bit for bit.
+
+`reset` clears it all (activation, stale stop, contact); `clear_integral` clears the
+integral and restarts the window (a gravity hold is not the law's command).
+"""
+from typing import TYPE_CHECKING
+
+from numba import njit
+import numpy as np
+
+if TYPE_CHECKING:  # the records are law.py's; the law imports this module
+    from rnea_controller.control.law import LawModel, LawWork
+    from rnea_controller.dynamics.model import RobotModel
+
+GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
+REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
+ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
+WINDOW = 10  # new states over which the residual's acceleration and mean command are taken
+CONSISTENT = 1e-4  # [rad] positions may miss the velocities' path by this (plus a quarter)
+FRICTION_CEILING = 1.0  # b^'s torque at the velocity limit at most this x the effort limit
+STUCK_ERROR = 0.005  # [rad] a lag beyond this may be a stuck joint
+UNSTICK_TORQUE = 0.05  # a^ grows while the feedback torque is under this x the effort limit
+INTEGRAL_GATE = 0.02  # [rad/s] slower than this, a joint stands still (integral, stuck rule)
+SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance has been at most this
+NATURAL_PACE = 10.0  # [1/s] the pace Kp / Kd if Kd is 0: the default gains' (law's ω / 2)
+ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
+ESTIMATE, INTEGRAL, UNSTICK = 0, 1, 2  # the schedule's entries
+
+WORK_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral', 'settled',
+               'q_mid', 'qd_mid', 'q_first', 'schedule')
+INTEGER_FIELDS = ('count',)
+
+
+def work_shapes(n: int, m: int) -> dict:
+    """{LawWork field: shape} of the adaptation's state for n model joints, m controlled:
+    theta (3, m) a^ [kg·m²], b^ [N·m·s/rad], d^ [N·m]; P (m, 3, 3) their covariances;
+    applied (2, m): row 0 the window's sum of commands [N·m]; qd_last, q_first (n,) the
+    window's first state; count [commands in `applied`, state intervals, 1 once the window
+    has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
+    1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,)."""
+    return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
+                qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
+                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,))
+
+
+def initial(arrays: dict) -> None:
+    """Fill a new workspace's adaptation arrays (by field name): the schedule at ones."""
+    arrays['schedule'][:] = 1.0
+
+
+def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits: np.ndarray,
+                   inertia: np.ndarray) -> dict:
+    """The config's adaptation entries (rules 2, 3, 7): forgetting factor per window (1: off);
+    ceilings and regressor scales (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m] (reference
+    velocity: the velocity limit, else 1 rad/s; reference acceleration: it over REACH);
+    integral gain [1/s³] and clamp [N·m]; inertia M_ii(q0) [kg·m²] (given)."""
+    velocity = model.velocity_limits[index]
+    velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
+    bias = float(values['integral_clamp']) * limits
+    ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
+                          FRICTION_CEILING * limits / velocity, bias))
+    time_constant = float(values['estimation.forgetting_time'])
+    period = 1.0 / values['update_rate']
+    window = WINDOW * period
+    forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, window)
+    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index))))
+    return dict(forget=forget, ceilings=ceilings, scales=scales,
+                integral_gain=float(values['integral_gain']),
+                integral_clamp=bias, inertia=inertia)
+
+
+def reset(arrays: dict) -> None:
+    """Forget the estimates, their covariances (GAIN), the integral and the window (the
+    schedule is kept: it is the caller's policy, not the arm's)."""
+    arrays['theta'][:] = 0.0
+    arrays['integral'][:] = 0.0
+    arrays['settled'][:] = 0.0
+    arrays['count'][:] = 0
+    arrays['applied'][:] = 0.0
+    for k in range(arrays['P'].shape[0]):
+        arrays['P'][k] = GAIN * np.eye(ESTIMATED)
+
+
+def clear_integral(arrays: dict) -> None:
+    """Forget the integral and restart the window at the next new state (estimates kept)."""
+    arrays['integral'][:] = 0.0
+    arrays['count'][:] = 0
+    arrays['applied'][:] = 0.0
+
+
+@njit(cache=True)
+def window(model: 'LawModel', work: 'LawWork', state_dt: float, qm: np.ndarray,
+           qdm: np.ndarray) -> bool:
+    """Rule 1: count this tick's state into the window and set RNEA row 2 to (q_mid, qd_mid,
+    qdd_m), the window's middle state as measured (qm [rad], qdm [rad/s]) and, when the
+    window closes, qdd_m = the change of qdm from its first state to now over `elapsed`
+    (else 0). state_dt [s]: the time since the previous new state, 0 if this one is not new
+    (the window waits), < 0 a new state one period on (lockstep). True if it closes now."""
+    Q, QD, QDD, count = work.Q, work.QD, work.QDD, work.count
+    new = state_dt != 0.0
+    starting = new and count[2] == 0
+    if new and not starting:
+        count[1] += 1
+        work.elapsed[0] += model.dt if state_dt < 0.0 else state_dt
+    middle = new and not starting and count[1] == WINDOW // 2
+    closing = new and count[1] >= WINDOW and work.elapsed[0] > 0.0
+    if starting:
+        count[0] = count[1] = 0  # a window starts at this state
+        count[2] = 1
+        work.elapsed[0] = 0.0
+        work.applied[0, :] = 0.0
+    for i in range(qm.shape[0]):
+        if middle:
+            work.q_mid[i], work.qd_mid[i] = qm[i], qdm[i]
+        Q[2, i], QD[2, i] = work.q_mid[i], work.qd_mid[i]
+        if starting:
+            work.qd_last[i] = qdm[i]
+            work.q_first[i] = qm[i]
+        QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
+    return closing
+
+
+@njit(cache=True)
+def armature(model: 'LawModel', work: 'LawWork') -> None:
+    """Rule 5: work.armature = the model's armature plus a^ on the controlled joints [kg·m²]."""
+    work.armature[:] = model.armature
+    for k in range(model.index.shape[0]):
+        work.armature[model.index[k]] += work.theta[0, k]
+
+
+@njit(cache=True)
+def damped(model: 'LawModel', theta: np.ndarray, k: int) -> float:
+    """Rule 5: b^ / Kd [kg·m²] of controlled joint k (computed_torque with Kd > 0, else 0),
+    the inertia through which Kd's damping equals the measured viscous friction b^; the law
+    adds the stiffness Kp·(b^ / Kd)·e and the integral's gain scales by it."""
+    if model.pd or model.kd[k] <= 0.0:
+        return 0.0
+    return theta[1, k] / model.kd[k]
+
+
+@njit(cache=True)
+def adapt(model: 'LawModel', work: 'LawWork', qm: np.ndarray, qdm: np.ndarray, closing: bool,
+          ref: np.ndarray) -> None:
+    """This tick's adaptation, after the law's limits: the estimate when the window closes
+    (rules 2-4) and this command into the window, the stuck rule (6), the integral (7)."""
+    _estimate(model, work, qm, qdm, closing, ref)
+    _unstick(model, work, ref)
+    _integrate(model, work, ref)
+
+
+@njit(cache=True)
+def _resting(ref, k):
+    """Controlled joint k's reference rests: qd_d = qdd_d = 0."""
+    return ref[1, k] == 0.0 and ref[2, k] == 0.0
+
+
+@njit(cache=True)
+def _estimate(model, work, q, qd, closing, ref):
+    """Rules 2-4: when the window closes, each joint's residual updates its estimates
+    (`_estimate_joint`) unless it is not to be learnt from; the window restarts at this state.
+    Then this tick's command enters the window."""
+    T, applied, count = work.T, work.applied, work.count
+    lam, scales = model.forget, model.scales
+    phi, Pphi, x = np.empty(ESTIMATED), np.empty(ESTIMATED), np.empty(ESTIMATED)
+    if closing:
+        if lam < 1.0 and count[0] > 0 and work.schedule[ESTIMATE] > 0.0:
+            growth_factor = 1.0 + work.elapsed[0] / ARMATURE_GROWTH
+            for k in range(model.index.shape[0]):
+                if _resting(ref, k) and work.settled[k] > 0.0:
+                    continue  # at rest, the integral's: no excitation, one integrator
+                if not _consistent(work, model.index[k], q, qd):
+                    continue  # velocities the positions contradict: not the arm's motion
+                _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
+                                growth_factor)
+        for k in range(model.index.shape[0]):
+            applied[0, k] = 0.0
+        for i in range(qd.shape[0]):
+            work.qd_last[i] = qd[i]
+            work.q_first[i] = q[i]
+        count[0] = count[1] = 0
+        work.elapsed[0] = 0.0
+    if count[2] == 0:
+        return  # no state yet to start a window at
+    for k in range(model.index.shape[0]):
+        applied[0, k] += work.tau[k] + (T[3, model.index[k]] if model.compensate else 0.0)
+    count[0] += 1
+
+
+@njit(cache=True)
+def _consistent(work, i, q, qd):
+    """Rule 4: the window's positions agree with its velocities at joint i: the change of q
+    is their trapezoid mean times the window's duration, within a quarter of that plus
+    CONSISTENT [rad] (stamp jitter, a velocity filter's lag), and not exactly 0 (a repeated
+    state: a resting arm's readings still move)."""
+    moved = q[i] - work.q_first[i]
+    expected = 0.5 * (work.qd_last[i] + qd[i]) * work.elapsed[0]
+    return moved != 0.0 and abs(moved - expected) <= 0.25 * abs(expected) + CONSISTENT
+
+
+@njit(cache=True)
+def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor):
+    """Rules 2-3 for controlled joint k: one recursive least-squares step with forgetting
+    `lam` in scaled units (x = theta / scales), its innovation times the schedule's
+    estimate gain; the covariance's diagonal kept at most GAIN; the estimates projected on
+    their ceilings; M_ii + a^ grown at most by `growth_factor`."""
+    T, theta = work.T, work.theta
+    i = model.index[k]
+    v, qdd_m = qd[i], work.QDD[2, i]
+    told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
+    err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
+    phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
+    for a in range(ESTIMATED):
+        x[a] = theta[a, k] / scales[a, k]
+        err -= phi[a] * x[a]
+    P, a_old, step = work.P[k], theta[0, k], work.schedule[ESTIMATE]
+    den = lam
+    for a in range(ESTIMATED):
+        Pphi[a] = 0.0
+        for b in range(ESTIMATED):
+            Pphi[a] += P[a, b] * phi[b]
+        den += phi[a] * Pphi[a]
+    for a in range(ESTIMATED):
+        x[a] += Pphi[a] / den * err * step
+        for b in range(ESTIMATED):
+            P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
+    for a in range(ESTIMATED):
+        if P[a, a] > GAIN:
+            shrink = np.sqrt(GAIN / P[a, a])
+            for b in range(ESTIMATED):
+                P[a, b] *= shrink
+                P[b, a] *= shrink
+        low = -model.ceilings[a, k] if a == 2 else 0.0
+        theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
+    growth = (model.inertia[k] + a_old) * growth_factor
+    theta[0, k] = min(theta[0, k], growth - model.inertia[k])
+
+
+@njit(cache=True)
+def _unstick(model, work, ref):
+    """Rule 6: a joint that does not follow grows a^, M_ii + a^ by e per ARMATURE_GROWTH (at
+    most max_armature), and a^'s variance is reset to GAIN (a guess, not a measurement: once
+    the joint moves, the residual corrects it at once). Off with the estimate off, for
+    feedforward_pd (its gains do not act through M) and with the schedule's UNSTICK 0."""
+    if model.forget == 1.0 or model.pd or work.schedule[UNSTICK] == 0.0:
+        return
+    growth = model.dt / ARMATURE_GROWTH
+    for k in range(model.index.shape[0]):
+        e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
+        inertia = model.inertia[k] + work.theta[0, k]
+        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0
+                and abs(qd_d - ed) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
+                and work.tau[k] == work.raw[k]
+                and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
+            work.theta[0, k] = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
+            P = work.P[k]
+            for b in range(1, ESTIMATED):
+                P[0, b] = P[b, 0] = 0.0
+            P[0, 0] = GAIN  # a^ grown without evidence: the first acceleration corrects it
+
+
+@njit(cache=True)
+def _pace(model, k):
+    """Kp / Kd [1/s] of controlled joint k: the rate at which its PD alone closes an error
+    (ω / 2 = 10 1/s with the default gains of either law); NATURAL_PACE if Kd is 0."""
+    return model.kp[k] / model.kd[k] if model.kd[k] > 0.0 else NATURAL_PACE
+
+
+@njit(cache=True)
+def _integrate(model, work, ref):
+    """Rule 7: integral += dt·Ki·s·(M_ii(q0) + a^ + b^/Kd)·e under its gates, s the
+    schedule's integral gain (0: the integral is kept as it is), clamped to ±i_clamp.
+    `settled` records once that a^'s scaled variance was at most SETTLED (it grows back at
+    rest, which no longer holds the integral)."""
+    scale = work.schedule[INTEGRAL]
+    for k in range(model.index.shape[0]):
+        e, ed = work.e[0, k], work.e[1, k]
+        if work.P[k, 0, 0] <= SETTLED:
+            work.settled[k] = 1.0
+        slow = abs(ed) < min(INTEGRAL_GATE, _pace(model, k) * abs(e))
+        if (_resting(ref, k) and (slow or e * ed > 0.0) and scale > 0.0
+                and work.tau[k] == work.raw[k]
+                and (model.forget == 1.0 or work.settled[k] > 0.0)):
+            inertia = model.inertia[k] + work.theta[0, k] + damped(model, work.theta, k)
+            value = work.integral[k] + model.dt * model.ki * inertia * e * scale
+            work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
