@@ -65,7 +65,9 @@ class ContactObserver:
         n, m = cfg.model.n, len(cfg.joints)
         self._joint = np.zeros((len(ROWS), m))  # per joint: ROWS
         (self.residual, self.peak, self.thresholds, self.threshold, _, _,
-         self._applied) = self._joint
+         self._applied, self._spread) = self._joint
+        self._recent = np.zeros((1, m))  # the last commands, a ring (`configure` sizes it)
+        self._newest = 0  # the ring's row of the newest command
         self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
         self._last = np.zeros((2, n))  # q, qd of the previous state
         self._count, self._started = 0, False
@@ -105,6 +107,9 @@ class ContactObserver:
         self._joint[5] = np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb,
                                     0.0)
         self.threshold[:] = self.thresholds + self._joint[5]
+        window = 1 + int(np.ceil(float(values['contact.command_delay']) / cfg.period))
+        if self._recent.shape != (window, len(cfg.joints)):
+            self._recent = np.zeros((window, len(cfg.joints)))
         self._cfg = cfg
         self._forces = np.zeros((1, cfg.model.n, 6))
         self._entry = self._seen = None
@@ -116,11 +121,28 @@ class ContactObserver:
         self.peak[:] = 0.0
         self._applied[:] = 0.0
         self._count, self._started = 0, False
+        self._recent[:] = 0.0  # before the law's first command the arm may have had none
 
     def commanded(self, tau: np.ndarray) -> None:
-        """A command tau (m,) [N·m] was published: it acts until the next state."""
+        """A command tau (m,) [N·m] was published: it acts until the next state (or, late,
+        within `contact.command_delay`: `_delay_allowance`)."""
         self._applied += tau
         self._count += 1
+        self._newest = (self._newest + 1) % self._recent.shape[0]
+        self._recent[self._newest] = tau
+
+    def _delay_allowance(self):
+        """Per joint, how much the commands changed over the last `contact.command_delay`
+        [N·m] (the largest minus the smallest of them). A command acts on the arm some time
+        after it is published: DDS, the driver, the controller_manager's period, and on a busy
+        host a loop or a driver late by milliseconds (measured on a loaded 2-core host: the
+        arm's motion lagged its commands by over 6 ms, intervals between commands up to
+        35 ms). The observer pairs each interval between states with the commands published
+        meanwhile; if others acted, its residual is off by at most this spread (the residual
+        is a low-pass of the error: it never exceeds its input's bound). While a joint's
+        commands are steady (an arm held by an obstacle) the allowance is zero; at the first
+        commands it is their size (what the arm got before them is not known)."""
+        np.subtract(self._recent.max(axis=0), self._recent.min(axis=0), out=self._spread)
 
     def update(self, q: np.ndarray, qd: np.ndarray, dt: float,
                estimates: np.ndarray | None = None, f_ext: dict | None = None) -> int:
@@ -137,6 +159,7 @@ class ContactObserver:
             self._applied[:] = 0.0
             self._started = True
             return -1
+        self._delay_allowance()
         forces = self._forces
         if f_ext:
             forces = body_forces(self._cfg.model, f_ext, 2)
@@ -212,7 +235,7 @@ def _same(args, last):
 
 
 ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance c',
-        'applied')  # the rows of ContactObserver._joint
+        'applied', 'allowance delay')  # the rows of ContactObserver._joint
 _NO_ESTIMATES = np.zeros((3, 1))
 FROZEN = 50  # new states in a row that repeat the previous one exactly: no arm answers
 GAP = 3.0  # an interval between states over this x the usual one is not judged (_regular)
@@ -251,7 +274,7 @@ def _observe(model, forces, rows, last, q, qd, joint, theta, estimating, dt, cou
         if np.isfinite(external):
             residual[k] += alpha * (external - residual[k])
         peak[k] = max(peak[k], abs(residual[k]))
-        threshold[k] = thresholds[k] + joint[4, k] * abs(v) + joint[5, k]
+        threshold[k] = thresholds[k] + joint[4, k] * abs(v) + joint[5, k] + joint[7, k]
         if abs(residual[k]) > share * threshold[k]:
             worst, share = k, abs(residual[k]) / threshold[k]
     for i in range(n):

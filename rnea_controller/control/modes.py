@@ -9,8 +9,8 @@ What the arm gets in each mode (the diagnostics 'mode' strings; `COMMAND`):
 | 'tracking' | the law towards the trajectory |
 | 'braking: overspeed' | `Controller.brake`: damping toward rest plus gravity, each new state |
 | 'holding: contact' | the law towards the measured position where the contact was detected |
-| 'stale: gravity hold' | g(q_last), by `stale_policy` |
-| 'stale: stopped' | nothing (the effort controller keeps the last command: g(q_last)) |
+| 'stale: stopping' | the law, blind, towards the reference brought to rest, by `stale_policy` |
+| 'stale: stopped' | nothing (the effort controller keeps the last command: the stop's hold) |
 | 'law failure: gravity hold' | the Controller's fallback: g(q) of the last good configuration |
 | 'refused: effort controller joints' | nothing; the node deactivates without a final command |
 | 'finished' | nothing (the final command was sent) |
@@ -18,8 +18,13 @@ What the arm gets in each mode (the diagnostics 'mode' strings; `COMMAND`):
 Transitions, all here (`step` once a tick before the command, `commanded` after the law):
 
 - no valid state yet -> waiting; a state older than `state_timeout` -> stale (the reference
-  dropped): gravity hold, then stopped after `stale_hold_time` (`hold_then_stop`), at once
-  (`stop`) or never (`hold`). Only states that stop coming lead here.
+  dropped): the desired state at that instant brought to rest (`Trajectory.stop`, each joint
+  decelerating at most at its velocity limit per STOP_TIME) and held there, commanded by the
+  law without states (the loop's dead reckoning, ros/loop.py: feedforward along the stop, the
+  last feedback fading), then stopped after `stale_hold_time` (`hold_then_stop`), at once
+  (`stop`) or never (`hold`). Only states that stop coming lead here. A gravity hold of the
+  last state instead let an arm in fast motion coast: on a stall of 0.2 s in an excitation
+  the states came back at 2.7x a velocity limit (the brake then took over, 1.7 rad off).
 - a fresh state after waiting or stale -> hold of the measured position.
 - a new state with a controlled joint beyond its velocity limit (measured or estimated: the
   velocity in use), from any commanding mode -> braking: the reference dropped (a trajectory
@@ -54,19 +59,20 @@ HOLD = 'hold'
 TRACKING = 'tracking'
 BRAKING = 'braking: overspeed'
 CONTACT = 'holding: contact'
-STALE_HOLD = 'stale: gravity hold'
+STALE_HOLD = 'stale: stopping'
 STALE_STOPPED = 'stale: stopped'
 LAW_FAILURE = 'law failure: gravity hold'
 REFUSED = 'refused: effort controller joints'
 FINISHED = 'finished'
 
 LAW, BRAKE, GRAVITY, NOTHING = 'law', 'brake', 'gravity', 'nothing'  # what the loop computes
-COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOLD: GRAVITY,
+COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOLD: LAW,
            STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING,
            CONTACT: LAW}
 
 REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
 REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
+STOP_TIME = 0.5  # [s] a stale stop decelerates a joint by at most its velocity limit in this
 
 
 def _quiet(level: str, text: str) -> None:
@@ -119,7 +125,7 @@ class Modes:
             self.mode = WAITING
             return NOTHING
         if now - arrival > cfg.state_timeout:
-            return self._stale(cfg, now)
+            return self._stale(cfg, now, q)
         if self.mode in (WAITING, STALE_HOLD, STALE_STOPPED):
             self._hold(cfg, q)
         if arrival != self._seen:  # a new state: watched for overspeed once
@@ -134,8 +140,9 @@ class Modes:
         """After the law: hold or tracking (`holding`: the trajectory's end is reached), or
         law failure while the law is not finite (`failing_since` [s], None while finite)."""
         if failing_since is None:
-            if self.mode is CONTACT and self.trajectory is self._contact_hold:
-                return  # held until a new trajectory replaces the contact's hold
+            if self.mode is STALE_HOLD or (self.mode is CONTACT
+                                           and self.trajectory is self._contact_hold):
+                return  # held until a new trajectory replaces the contact's hold; stale
             self.mode = HOLD if holding else TRACKING
             return
         self.mode = LAW_FAILURE
@@ -208,11 +215,17 @@ class Modes:
                                    'holding where it stops')
                 return
 
-    def _stale(self, cfg, now):
-        """No fresh state: the reference dropped, then `stale_policy`."""
+    def _stale(self, cfg, now, q):
+        """No fresh state: the reference dropped and brought to rest, then `stale_policy`."""
         if self._stale_since is None:
             self._stale_since = now
+            t, trajectory = self._clock(), self.trajectory
             self._drop(f'stale: no joint state for {cfg.state_timeout} s')
+            current = (trajectory.sample(t) if trajectory is not None else np.vstack(
+                (q[cfg.index], np.zeros((2, len(self._index))))))
+            limits = np.array(self._limits)
+            decel = np.where(np.isfinite(limits), limits, REST_SPEED * 100.0) / STOP_TIME
+            self.trajectory = Trajectory.stop(current, t, decel)
             self._log('warning', f'joint states stale (> {cfg.state_timeout} s): '
                                  f'{cfg.stale_policy}')
         held = now - self._stale_since

@@ -242,6 +242,10 @@ TABLE = (
     Spec('contact.<joint>.threshold', 'double', None, 'N·m', "the joint's contact threshold "
          "on |tau_ext| at rest (plus the allowances in motion); unset: contact.threshold_share × "
          'its effort limit', low=0.0, high=1e5, low_exclusive=True),
+    Spec('contact.command_delay', 'double', 0.015, 's', 'how late a command may act on the arm '
+         '(DDS, the driver, the controller_manager, a loop late on a busy host): while a '
+         "joint's commands change, its contact threshold grows by how much they changed over "
+         'this window (which of them acted is not known closer than that)', low=0.0, high=0.5),
     Spec('contact.bandwidth', 'double', 50.0, '1/s', "the observer's gain K_O: its estimate "
          'follows tau_ext with this bandwidth (time constant 1 / K_O)', low=1.0, high=1000.0),
     Spec('phase_lock', 'bool', True, '', "place the ticks just after the joint states' "

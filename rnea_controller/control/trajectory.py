@@ -57,6 +57,9 @@ class TrajectoryPoint:
     accelerations: tuple = ()
 
 
+STOP_MARGIN = 1.5  # a stop's duration over the constant-deceleration one (Trajectory.stop)
+STOP_SHORTEST = 0.05  # [s] the shortest stop
+
 def _coefficients(T, p0, v0, a0, p1, v1, a1, order):
     """Polynomial coefficients c[:, 0..5] of m segments of durations T (m, 1) [s].
 
@@ -110,6 +113,23 @@ class Trajectory:
         """Hold position q [rad] from time t [s] on, with zero velocity and acceleration."""
         q = np.array(q, dtype=float)
         return cls([t], np.zeros((0, 6, q.shape[0])), q)
+
+    @classmethod
+    def stop(cls, current: ArrayLike, t: float, deceleration: ArrayLike) -> 'Trajectory':
+        """Bring a desired state to rest: from `current` (3, n) = (q_d, qd_d, qdd_d) at t [s]
+        to rest at q_d + qd_d T / 2, along one quintic of duration T = max over the joints of
+        STOP_MARGIN |qd_d| / `deceleration` [rad/s²] (at least STOP_SHORTEST): each joint
+        slows down at about its deceleration, none stops abruptly (the loop's stop when its
+        states stall, control/modes.py)."""
+        current = np.array(current, dtype=float)
+        p0, v0, a0 = current
+        decel = np.maximum(np.asarray(deceleration, dtype=float), 1e-9)
+        T = max(STOP_SHORTEST, float(np.max(STOP_MARGIN * np.abs(v0) / decel, initial=0.0)))
+        p1 = p0 + 0.5 * v0 * T
+        zeros = np.zeros_like(p0)
+        c = _coefficients(np.array([[T]]), p0[None], v0[None], a0[None], p1[None],
+                          zeros[None], zeros[None], 5)
+        return cls([t, t + T], c, p1)
 
     @property
     def start_time(self) -> float:

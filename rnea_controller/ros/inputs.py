@@ -61,9 +61,10 @@ class JointStateInput:
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
     def __init__(self, joint_names, timing=None, required=None, mimic=(),
-                 velocity_limits=None, clock=time.perf_counter):
+                 velocity_limits=None, clock=time.perf_counter, wall_ns=time.time_ns):
         n = len(joint_names)
         self._clock = clock  # [s] the arrivals' (the tick's clock; a test's own in tests)
+        self._wall_ns = wall_ns  # [ns] the arrivals' on the stamps' clock
         self.gate = JumpGate(joint_names, velocity_limits)
         self.joint_names = list(joint_names)
         self.required = self.joint_names if required is None else list(required)
@@ -199,7 +200,7 @@ class JointStateInput:
         """Write a checked state: q, the velocity in use (measured, estimated or none)."""
         if self.timing is not None:
             qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd, stamp_ns,
-                                      time.time_ns(), now)
+                                      self._wall_ns(), now)
         self.q[:] = q
         self.qd[:] = 0.0 if qd is None else qd
         self.measured_velocity = self.timing is not None and not self.timing.estimating

@@ -21,6 +21,7 @@ that is not finite gets the Controller's gravity fallback and deactivates after
 `law_failure_timeout`; an effort controller of other joints (effort_check.py) stops the
 commands at once and deactivates without a final command.
 """
+import math
 import time
 
 import numpy as np
@@ -31,6 +32,10 @@ from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import LoopTiming, predict
 from rnea_controller.ros import realtime
 
+LATE = 5.0  # the newest state is believed while younger than this x the usual interval ...
+LATE_FLOOR = 0.01  # [s] ... or than this
+FADE = 0.05  # [s] the time constant of the last feedback's fading while blind
+
 
 class ControlLoop:
     """The tick of an active ControllerNode (see the module doc).
@@ -40,11 +45,13 @@ class ControlLoop:
     stats: its LoopStats; timer: the control timer (its period is nudged by the phase lock);
     now_ns: the stamps' clock [ns]; t0_ns: the trajectory time base [ns]; logger: the node's;
     status: a callable returning the /diagnostics message now; action_server, intake: the
-    helpers whose prepared trajectories the tick swaps in.
+    helpers whose prepared trajectories the tick swaps in; clock: the tick's clock [s]
+    (perf_counter; a simulated one in the in-process timing tests, test/timed_loop.py).
     """
 
     def __init__(self, cfg, state, controller, outputs, stats, *, timer, now_ns, t0_ns, logger,
-                 status, action_server=None, intake=None):
+                 status, action_server=None, intake=None, clock=time.perf_counter):
+        self.clock = clock
         self.controller, self.outputs, self.stats = controller, outputs, stats
         self.timer, self._timer_period_ns = timer, timer.timer_period_ns
         self.now_ns, self._t0_ns = now_ns, t0_ns
@@ -62,13 +69,15 @@ class ControlLoop:
         state.timing = self.timing
         state.fresh_for = cfg.state_timeout  # the jump gate's window (inputs.py)
         self._ref = np.zeros((3, len(cfg.joints)))
+        self._error = np.zeros((2, len(cfg.joints)))  # e, ed at the newest state believed
+        self._interval = cfg.period  # [s] the usual interval between new states (`_late`)
         self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
         self._last_state = (None, 0)  # (arrival [s], stamp [ns]) of the last state the law saw
         self._period_ns = round(cfg.period * 1e9)
-        self._diagnostics_due = time.perf_counter() + 1.0
+        self._diagnostics_due = clock() + 1.0
         self.diagnostics_time = 0.0  # [s] the last /diagnostics publish
 
     @property
@@ -96,7 +105,7 @@ class ControlLoop:
         effort controller's joints forbid any command (None: they do not)."""
         if refusal is not None:
             return self.modes.refuse(refusal)
-        t_start = time.perf_counter()
+        t_start = self.clock()
         now_ns = self.now_ns()
         before = self.modes.mode
         command = self.modes.step(cfg, t_start, state.time if state.valid else None, state.q,
@@ -126,16 +135,23 @@ class ControlLoop:
         state_dt = self._state_dt(cfg, state)
         if state_dt > 0.0:
             self._watch_contact(cfg, state, state_dt, wrench)
-        ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
+        blind = t_start - state.time - self._late(state_dt)
+        if blind > 0.0:
+            ref_ns, q, qd = self._dead_reckoned(cfg, now_ns, blind)
+        else:
+            ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
+            self._error[0] = self._ref[0] - q[cfg.index]
+            self._error[1] = self._ref[1] - qd[cfg.index]
         t, ref = self.seconds(ref_ns), self._ref
-        # held where it met an obstacle: no estimate, no integral pushing into it
-        self.controller.adapting = self.modes.mode is not modes.CONTACT
+        # held where it met an obstacle: no estimate, no integral pushing into it; blind: no
+        # state to learn from
+        self.controller.adapting = self.modes.mode is not modes.CONTACT and blind <= 0.0
         tau = self.controller.command(cfg, q, qd, ref, wrench, state_dt, (state.q, state.qd))
         self.observer.commanded(tau)
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
                              self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
-        self._publish_delay += 0.01 * (time.perf_counter() - t_start - self._publish_delay)
+        self._publish_delay += 0.01 * (self.clock() - t_start - self._publish_delay)
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
 
@@ -165,6 +181,29 @@ class ControlLoop:
             if 0.0 < dt <= cfg.state_timeout:
                 return dt
         return cfg.period
+
+    def _late(self, state_dt):
+        """[s] how old the newest state may be before the law stops believing it: LATE times
+        the stream's usual interval (a running mean of the new states' intervals), at least
+        LATE_FLOOR (a stock kernel's driver or DDS late by a few ms is ordinary)."""
+        if state_dt > 0.0:
+            self._interval += 0.05 * (min(state_dt, 0.1) - self._interval)
+        return max(LATE_FLOOR, LATE * self._interval)
+
+    def _dead_reckoned(self, cfg, now_ns, blind):
+        """(instant the command acts [ns], q, qd) while the states stall: the arm taken to
+        follow its reference with the error it last showed, fading with time constant FADE
+        (nothing is known of it any more): feedforward along the reference (the stale
+        stop's, modes.py) and the last feedback, fading. Predicting the last state onwards
+        instead grew a phantom error as the reference moved on, and its feedback drove the
+        arm off (issue 35: 3x a velocity limit after a 0.2 s stall)."""
+        ref_ns = now_ns + self._period_ns
+        self.modes.trajectory.sample(self.seconds(ref_ns), self._ref)
+        fade = math.exp(-blind / FADE)
+        q, qd = self._predicted_q, self._predicted_qd
+        q[cfg.index] = self._ref[0] - fade * self._error[0]
+        qd[cfg.index] = self._ref[1] - fade * self._error[1]
+        return ref_ns, q, qd
 
     def _hold_still(self, cfg, state, tau, now_ns):
         """A command of no trajectory (braking, stale gravity hold): the reference published
@@ -208,12 +247,12 @@ class ControlLoop:
 
     def _after_tick(self, cfg, t_start):
         """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
-        t_end = time.perf_counter()
+        t_end = self.clock()
         self.stats.record(t_start, t_end, cfg.period)
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
             self.outputs.diagnostics(self.status())
-            self.diagnostics_time = time.perf_counter() - t_end
+            self.diagnostics_time = self.clock() - t_end
 
     def _publish(self, tau, ref, ref_ns):
         """Command and reference (stamped `ref_ns`, the instant its desired state is for)."""

@@ -1,0 +1,286 @@
+"""The node's tick on a simulated arm under the timing of a loaded host, in process and
+deterministic (issue 35): no DDS, no wall clock, one seed per run.
+
+What runs is the node's own loop (`ros.loop.ControlLoop`: modes, latency compensation, phase
+lock, contact observer, the law) and its own state intake (`ros.inputs.JointStateInput`: the
+jump gate, the stamps, the velocity in use), on simulated clocks; the arm is a MuJoCo plant
+(`sim.plant.Plant`) stepping at 1 kHz. What a loaded stock-kernel host does to them, each drawn
+from `Timing`'s seed:
+
+- the arm's driver samples a state every step, stamped with ±`jitter` [s] of error, which
+  reaches the node `transit` later;
+- the node's process is descheduled for a while (`missed`: the share of ticks that fall in such
+  a pause, `burst`: the longest pause [ticks]); during a pause nothing of the node runs; at its
+  end the node takes the states that queued up, in order, then ticks once (an rclpy timer
+  that is late fires once and skips the periods it missed);
+- a command published at t acts on the arm from t + `delay` [s] (DDS, the driver, the
+  controller_manager's own period) plus an exponential extra of mean `delay_jitter` [s] (in
+  order: never before the previous command), the newest one that arrived, held (zero-order);
+- `stall` (start [s], duration [s]): the state stream stops (a dropped network, a starved
+  driver) while the node goes on ticking and its commands go on acting.
+
+A controller under test is an object with `take(q, qd, stamp [s], now [s])` (a state arrives)
+and `tick(now [s]) -> tau or None` (the timer fires): `Node` (the node's tick with a parameter
+set) or `PdGravity` (the reference a user would pick instead: PD + gravity tuned on the true
+arm, as joint_trajectory_controller's effort PID with a gravity feedforward). `run` returns a
+`Result`.
+"""
+import bisect
+from dataclasses import dataclass, field
+import math
+
+import mujoco
+import numpy as np
+
+from rnea_controller.control.law import Controller, validate_parameters
+from rnea_controller.control.loop_stats import LoopStats
+from rnea_controller.ros.inputs import JointStateInput
+from rnea_controller.ros.loop import ControlLoop
+
+EPOCH_NS = 1_700_000_000 * 10**9  # the stamps' clock at simulated time 0
+COMPUTE = 1e-4  # [s] from a tick to its command published
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A host's timing (module doc). Times in [s]."""
+
+    delay: float = 0.0
+    delay_jitter: float = 0.0
+    missed: float = 0.0
+    burst: int = 1
+    jitter: float = 0.0
+    transit: float = 2e-4
+    stall: tuple | None = None
+    seed: int = 0
+
+    def pauses(self, duration, period):
+        """[(start, end)] [s] of the node's pauses: `missed` of the ticks fall in one, each
+        1 to 3 periods long, one in ten up to `burst` periods, at random times."""
+        rng = np.random.default_rng(self.seed)
+        out, t = [], 0.05
+        if self.missed <= 0.0:
+            return out
+        mean_length = (0.9 * 2.0 + 0.1 * (1 + self.burst) / 2.0) * period
+        gap = mean_length / self.missed  # the mean time from one pause's start to the next
+        while t < duration:
+            t += rng.exponential(gap)
+            longest = self.burst if rng.random() < 0.1 else min(3, self.burst)
+            length = rng.integers(1, longest + 1) * period - rng.uniform(0.0, 0.5 * period)
+            out.append((t, t + length))
+            t += length
+        return out
+
+
+@dataclass
+class Result:
+    """One run: per plant step the time [s], positions, velocities, applied effort, the
+    desired position (NaN where the controller had no trajectory); the commands as
+    published (time [s], tau); the modes the node went through and its log."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    applied: np.ndarray
+    desired: np.ndarray
+    commands: list
+    modes: list = field(default_factory=list)
+    log: list = field(default_factory=list)
+
+    def error(self, reference):
+        """(steps, n) reference position minus the arm's [rad]."""
+        return np.array([reference.sample(t)[0] for t in self.t]) - self.q
+
+
+class _Timer:
+    def __init__(self, period):
+        self.timer_period_ns = round(period * 1e9)
+
+
+class _Outputs:
+    def __init__(self, now):
+        self.now, self.sent = now, []
+
+    def command(self, tau):
+        self.sent.append((self.now(), np.array(tau, dtype=float)))
+
+    def reference(self, ref, feedforward, ref_ns):
+        pass
+
+    def diagnostics(self, status):
+        pass
+
+
+class _Logger:
+    def __init__(self, log):
+        self.log = log
+
+    def info(self, text):
+        self.log.append(('info', text))
+
+    def warning(self, text):
+        self.log.append(('warning', text))
+
+    def error(self, text):
+        self.log.append(('error', text))
+
+
+class Node:
+    """The node's tick (ControlLoop) and state intake, configured by `values` on `model`,
+    on the simulated clock; `trajectory` is swapped in at the first tick (as the intake
+    does). `period()` is the timer's period now [s] (the phase lock nudges it)."""
+
+    def __init__(self, model, values, trajectory=None):
+        self.cfg = cfg = validate_parameters(values, model)
+        self.now = 0.0
+        self.log = []
+        clock = lambda: self.now  # noqa: E731 - the simulated perf_counter
+        now_ns = lambda: EPOCH_NS + round(self.now * 1e9)  # noqa: E731
+        self.state = JointStateInput(model.joint_names, required=cfg.joints, mimic=model.mimic,
+                                     velocity_limits=model.velocity_limits, clock=clock,
+                                     wall_ns=now_ns)
+        self.controller = Controller(cfg)
+        self.outputs = _Outputs(clock)
+        self.timer = _Timer(cfg.period)
+        self.loop = ControlLoop(cfg, self.state, self.controller, self.outputs, LoopStats(),
+                                timer=self.timer, now_ns=now_ns, t0_ns=EPOCH_NS,
+                                logger=_Logger(self.log), status=lambda: None, clock=clock)
+        self._trajectory = trajectory
+        self.refused = 0
+
+    def period(self):
+        return self.timer.timer_period_ns * 1e-9
+
+    def take(self, q, qd, stamp, now):
+        self.now = now
+        try:
+            self.state._take_arrays(q, qd, self.state._model_index(self.state.joint_names),
+                                    'auto', EPOCH_NS + round(stamp * 1e9))
+        except ValueError as error:
+            self.refused += 1
+            self.log.append(('refused', str(error)))
+
+    def tick(self, now):
+        self.now = now
+        sent = len(self.outputs.sent)
+        self.loop.tick(self.cfg, self.state)
+        if self._trajectory is not None and self.loop.trajectory is not None:
+            self.loop.trajectory, self._trajectory = self._trajectory, None
+        if len(self.outputs.sent) == sent:
+            return None
+        tau = np.zeros(self.cfg.model.n)
+        tau[self.cfg.index] = self.outputs.sent[-1][1]
+        return tau
+
+    @property
+    def mode(self):
+        return self.loop.mode
+
+
+class PdGravity:
+    """PD + gravity tuned on the true arm (the reference a user would pick instead):
+    tau = g(q) + Kp e + Kd ed from the newest state, g by MuJoCo on the URDF, Kp = ω² m_i,
+    Kd = 2ω m_i, m_i = 1 / (M⁻¹)_ii of the TRUE arm (armature included) at `start`,
+    ω = 20 rad/s (the node's default), clamped to the effort limits."""
+
+    def __init__(self, plant, trajectory, start, omega=20.0):
+        data = mujoco.MjData(plant.model)
+        data.qpos[:] = start
+        mujoco.mj_forward(plant.model, data)
+        M = np.zeros((plant.n, plant.n))
+        mujoco.mj_fullM(plant.model, data, M)
+        m = 1.0 / np.diag(np.linalg.inv(M))
+        self.kp, self.kd = omega**2 * m, 2.0 * omega * m
+        self.plant, self.trajectory = plant, trajectory
+        self.q = self.qd = None
+        self.mode, self.log, self.refused, self.now = 'tracking', [], 0, 0.0
+
+    def period(self):
+        return 1e-3
+
+    def take(self, q, qd, stamp, now):
+        self.q, self.qd = q, qd
+
+    def tick(self, now):
+        if self.q is None:
+            return None
+        ref = self.trajectory.sample(now + 1e-3)
+        tau = self.plant.gravity(self.q) + self.kp * (ref[0] - self.q) + self.kd * (ref[1]
+                                                                                   - self.qd)
+        return np.clip(tau, -self.plant.effort_limits, self.plant.effort_limits)
+
+
+def _awake(pauses, t):
+    """The time the node runs something due at t [s]: t, or the end of the pause holding t."""
+    i = bisect.bisect_right(pauses, (t, math.inf)) - 1
+    return pauses[i][1] if i >= 0 and pauses[i][0] <= t < pauses[i][1] else t
+
+
+def run(plant, controller, duration, timing, start, reference=None):
+    """`controller` on `plant` (reset to `start`) for `duration` [s] under `timing`; returns
+    a Result. `reference` (a Trajectory): the desired position recorded per step."""
+    dt = plant.model.opt.timestep
+    plant.reset(start)
+    steps = int(round(duration / dt))
+    rng = np.random.default_rng(timing.seed + 1)
+    pauses = timing.pauses(duration, controller.period())
+    arrivals = []  # (taken at [s], q, qd, stamp [s]) not yet taken
+    sent = []  # (acts from [s], tau)
+    held = np.zeros(plant.n)
+    next_tick = 0.5 * dt
+    out = Result(np.zeros(steps), np.zeros((steps, plant.n)), np.zeros((steps, plant.n)),
+                 np.zeros((steps, plant.n)), np.full((steps, plant.n), np.nan), [])
+    for k in range(steps):
+        t = k * dt
+        stalled = timing.stall is not None and (timing.stall[0] <= t
+                                                < timing.stall[0] + timing.stall[1])
+        if not stalled:
+            stamp = t + (rng.uniform(-timing.jitter, timing.jitter) if timing.jitter else 0.0)
+            arrivals.append((_awake(pauses, t + timing.transit), plant.q, plant.qd, stamp))
+        while True:  # the node's events before t + dt, in time order
+            at = _awake(pauses, next_tick)  # a late timer fires once, at the pause's end
+            first = min(at, arrivals[0][0]) if arrivals else at
+            if first >= t + dt:
+                break
+            if arrivals and arrivals[0][0] <= at:
+                taken, q, qd, stamp = arrivals.pop(0)
+                controller.take(q, qd, stamp, taken)
+                continue
+            tau = controller.tick(at)
+            if tau is not None:
+                out.commands.append((at + COMPUTE, tau.copy()))
+                acts = at + COMPUTE + timing.delay + (rng.exponential(timing.delay_jitter)
+                                                      if timing.delay_jitter else 0.0)
+                sent.append((max(acts, sent[-1][0]) if sent else acts, tau.copy()))
+            if not out.modes or out.modes[-1] != controller.mode:
+                out.modes.append(controller.mode)
+            period = controller.period()
+            next_tick += period
+            while next_tick <= at:  # the periods a pause swallowed are skipped
+                next_tick += period
+        while sent and sent[0][0] <= t:
+            held = sent.pop(0)[1]
+        out.applied[k] = plant.step(held)
+        out.t[k], out.q[k], out.qd[k] = t + dt, plant.q, plant.qd
+        if reference is not None:
+            out.desired[k] = reference.sample(t + dt)[0]
+        if not np.all(np.isfinite(plant.q)) or np.max(np.abs(plant.qd)) > 1000.0:
+            out.t, out.q, out.qd = out.t[:k + 1], out.q[:k + 1], out.qd[:k + 1]
+            break
+    out.log = controller.log
+    return out
+
+
+def command_steps(result, limits):
+    """Per joint, the largest change between consecutive published commands, as a share of
+    its effort limit."""
+    taus = np.array([tau for _, tau in result.commands])
+    if len(taus) < 2:
+        return np.zeros(len(limits))
+    return np.max(np.abs(np.diff(taus, axis=0)), axis=0) / limits
+
+
+def contacts(result):
+    """The log lines of contacts the node declared."""
+    return [text for _, text in result.log if 'contact' in text and 'external torque' in text]
+
