@@ -79,19 +79,31 @@ def test_hold_to_tracking_and_back_by_the_trajectory_s_end():
     assert m.mode == modes.HOLD
 
 
-def test_waiting_to_stale_gravity_hold_when_the_newest_state_is_old():
-    """A reactivation whose newest state is from before it: g(q_last), as states that stop."""
+def test_waiting_to_stale_holds_the_last_state_when_the_newest_state_is_old():
+    """A reactivation whose newest state is from before it: the law holds q_last blind (at
+    rest: its gravity), as for states that stop."""
     m, log, cfg = machine()
-    assert m.step(cfg, 1.0, 0.5, Q, REST) == modes.GRAVITY  # valid but 0.5 s old
-    assert m.mode == modes.STALE_HOLD and m.trajectory is None
+    assert m.step(cfg, 1.0, 0.5, Q, REST) == modes.LAW  # valid but 0.5 s old
+    assert m.mode == modes.STALE_HOLD
+    np.testing.assert_array_equal(m.trajectory.sample(T + 5.0), [Q[:3], np.zeros(3),
+                                                                 np.zeros(3)])
 
 
-def test_tracking_to_stale_gravity_hold_drops_the_reference():
+def test_tracking_to_stale_drops_the_reference_and_brings_it_to_rest():
+    """The desired state when the states stopped, brought to rest within each joint's
+    deceleration (velocity limit per STOP_TIME), and held there."""
     m, log, cfg = machine(modes.TRACKING)
     trajectory = m.trajectory
-    assert m.step(cfg, 1.2, 1.0, Q, REST) == modes.GRAVITY  # 0.2 s > state_timeout
-    assert m.mode == modes.STALE_HOLD and m.trajectory is None
+    t = m._clock()
+    assert m.step(cfg, 1.2, 1.0, Q, REST) == modes.LAW  # 0.2 s > state_timeout
+    assert m.mode == modes.STALE_HOLD and m.trajectory is not trajectory
     assert m.dropped[0] is trajectory and m.dropped[1].startswith('stale')
+    np.testing.assert_allclose(m.trajectory.sample(t), trajectory.sample(t))
+    times = np.linspace(t, t + 5.0, 501)
+    samples = np.array([m.trajectory.sample(s) for s in times])
+    decel = np.array(m._limits) / modes.STOP_TIME
+    assert np.all(np.abs(samples[:, 2]) <= 1.3 * decel + np.abs(samples[0, 2]))
+    np.testing.assert_array_equal(samples[-1, 1:], 0.0)  # at rest
     assert log.texts('warning') == ['joint states stale (> 0.1 s): hold_then_stop']
     m.step(cfg, 1.3, 1.0, Q, REST)
     assert len(log) == 1  # said once
@@ -100,7 +112,7 @@ def test_tracking_to_stale_gravity_hold_drops_the_reference():
 def test_stale_gravity_hold_to_stopped_after_the_hold_time():
     m, log, cfg = machine(modes.HOLD)
     m.step(cfg, 1.2, 1.0, Q, REST)
-    assert m.step(cfg, 2.19, 1.0, Q, REST) == modes.GRAVITY  # 0.99 s held: still holding
+    assert m.step(cfg, 2.19, 1.0, Q, REST) == modes.LAW  # 0.99 s held: still holding
     assert m.step(cfg, 2.21, 1.0, Q, REST) == modes.NOTHING
     assert m.mode == modes.STALE_STOPPED
 
@@ -115,7 +127,7 @@ def test_the_stale_policy_stop_stops_at_once_and_hold_holds_forever(policy, mode
     assert m.mode == mode
 
 
-@pytest.mark.parametrize('stale_mode_time', [1.2, 3.0])  # gravity hold, stopped
+@pytest.mark.parametrize('stale_mode_time', [1.2, 3.0])  # stopping, stopped
 def test_stale_to_hold_where_the_arm_is_when_fresh_states_return(stale_mode_time):
     m, log, cfg = machine(modes.TRACKING)
     m.step(cfg, stale_mode_time, 1.0, Q, REST)
@@ -174,8 +186,8 @@ def test_braking_to_hold_at_the_measured_position_once_every_joint_is_at_rest():
 
 def test_braking_to_stale_when_states_stop_coming():
     m, log, cfg = machine(modes.BRAKING)
-    assert m.step(cfg, 1.3, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0])) == modes.GRAVITY
-    assert m.mode == modes.STALE_HOLD
+    assert m.step(cfg, 1.3, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0])) == modes.LAW
+    assert m.mode == modes.STALE_HOLD  # blind: the last state's position held
 
 
 def test_the_same_state_is_watched_once():

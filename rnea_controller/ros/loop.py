@@ -110,6 +110,8 @@ class ControlLoop:
         before = self.modes.mode
         command = self.modes.step(cfg, t_start, state.time if state.valid else None, state.q,
                                   state.qd)
+        if before is modes.STALE_HOLD and self.modes.mode is not before:
+            self.observer.reset()  # states again: which commands acted meanwhile is unknown
         if command is modes.LAW:
             self._control(cfg, state, now_ns, t_start, wrench)
         elif command is modes.BRAKE:

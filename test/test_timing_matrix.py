@@ -1,0 +1,128 @@
+"""The node on an ordinary computer (issue 35): its tick under a loaded host's timing, in
+process and deterministic (test/timed_loop.py), on a simulated xArm7 whose truth differs from
+its URDF, beside PD + gravity tuned on the true arm under the same timing.
+
+Timing per column: commands acting 0, 2, 5 or 10 ms late (plus an exponential extra of mean
+1 ms), 15 % of the ticks missed (pauses of 1-3 ticks, one in ten up to 30), ±0.5 ms of stamp
+jitter. Rows: the arm as its URDF says but for one thing (test_robustness's rows and issue 35's
+geared arm: rotor 0.1 kg·m², damping 10/10/5/5/5/2/2, frictionloss 1 N·m, told nothing; and
+the friction told exactly). What never happens, in every cell: a contact declared on the free
+arm, a joint beyond 1.5x its velocity limit, a command step over half an effort limit in one
+tick. What the law is for: RMS error no worse than the reference's and the goal within 1e-3
+rad; two rows do not hold it yet (`SHORT`: the geared arm ends 4-5e-3 rad off, the wrist with
+friction told exactly tracks worse than the reference from 5 ms on): they are marked xfail
+with their figures (issue 35 stays open for them).
+
+The stall: states stop for 0.2 s in the middle of a fast excitation (links 30 % off, told
+nothing): the node goes on blind, then stops (ros/loop.py, control/modes.py). `pytest -s`
+prints the matrix.
+"""
+from functools import cache
+
+import numpy as np
+import pytest
+from test_robustness import HOLD, JOINTS, MODEL, MOVE, reference, START, URDF
+from timed_loop import command_steps, contacts, Node, PdGravity, run, Timing
+
+from rnea_controller.control.trajectory import plan_arrays
+from rnea_controller.sim.plant import Plant, PlantOptions
+from rnea_controller.tools.send_trajectory import excitation_motion
+
+DELAYS = (0.0, 0.002, 0.005, 0.01)  # [s]
+GEARED = PlantOptions(armature=(0.1,), damping=(10.0, 10.0, 5.0, 5.0, 5.0, 2.0, 2.0),
+                      friction=(1.0,))
+TOLD_EXACT = {f'friction.{j}.{kind}': value for j in JOINTS
+              for kind, value in (('viscous', 0.8), ('coulomb', 1.5))}
+ROWS = {  # name: (the arm, what the node is told)
+    'URDF friction tags are placeholders': (PlantOptions(), {}),
+    'URDF friction true': (PlantOptions(damping=tuple(MODEL.damping),
+                                        friction=tuple(MODEL.friction)), {}),
+    'geared (xArm7 Menagerie figures)': (GEARED, {}),
+    'links off 30 % / 3 cm': (PlantOptions(link_errors=(7, 0.3, 0.3, 0.03)), {}),
+    'friction told exactly': (PlantOptions(damping=(0.8,), friction=(1.5,)), TOLD_EXACT),
+}
+SHORT = {'geared (xArm7 Menagerie figures)', 'friction told exactly'}  # not yet: the note
+FINAL = 1e-3  # [rad]
+FASTEST = 1.5  # x the velocity limits
+STEP = 0.5  # x the effort limits, per tick
+
+
+def timing(delay, stall=None):
+    return Timing(delay=delay, delay_jitter=1e-3, missed=0.15, burst=30, jitter=5e-4,
+                  stall=stall, seed=1)
+
+
+def figures(result, desired):
+    """(RMS error [rad], final |error| [rad], largest |qd| / velocity limit, largest command
+    step / effort limit, contacts declared)."""
+    e = result.desired - result.q
+    return (float(np.sqrt(np.nanmean(e ** 2))), float(np.abs(e[-1]).max()),
+            float(np.max(np.abs(result.qd) / MODEL.velocity_limits)),
+            float(command_steps(result, np.array(MODEL.effort_limits)).max()),
+            contacts(result))
+
+
+@cache
+def cell(row, delay):
+    """(node's figures, PD + gravity's) for a row under a column's timing."""
+    options, told = ROWS[row]
+    out = []
+    for law in ('node', 'reference'):
+        plant, ref = Plant(URDF, options), reference()
+        controller = (Node(MODEL, told, ref) if law == 'node'
+                      else PdGravity(plant, ref, START))
+        out.append(figures(run(plant, controller, MOVE + HOLD, timing(delay), START, ref),
+                           ref))
+    return tuple(out)
+
+
+def test_print_the_matrix():
+    print('\n| the arm | ' + ' | '.join(f'{1e3 * d:g} ms late: node / PD + gravity, RMS '
+                                        '(final) [rad]' for d in DELAYS) + ' |')
+    print('|---' * (len(DELAYS) + 1) + '|')
+    for row in ROWS:
+        print(f'| {row} | ' + ' | '.join(
+            f'{node[0]:.1e} ({node[1]:.0e}) / {pd[0]:.1e} ({pd[1]:.0e})'
+            for node, pd in (cell(row, d) for d in DELAYS)) + ' |')
+
+
+@pytest.mark.parametrize('delay', DELAYS, ids=[f'{1e3 * d:g} ms' for d in DELAYS])
+@pytest.mark.parametrize('row', list(ROWS))
+def test_never_a_false_contact_an_overspeed_or_a_command_jump(row, delay):
+    (rms, final, fastest, step, declared), _ = cell(row, delay)
+    assert not declared, f'{row}, {delay} s: {declared}'
+    assert fastest <= FASTEST, f'{row}, {delay} s: {fastest:.2f} x a velocity limit'
+    assert step <= STEP, f'{row}, {delay} s: a command step of {step:.2f} x an effort limit'
+
+
+@pytest.mark.parametrize('delay', DELAYS, ids=[f'{1e3 * d:g} ms' for d in DELAYS])
+@pytest.mark.parametrize('row', list(ROWS))
+def test_no_worse_than_pd_gravity_on_the_true_arm_and_at_the_goal(row, delay):
+    (rms, final, *_), (pd_rms, *_) = cell(row, delay)
+    if row in SHORT and (final > FINAL or rms > pd_rms):
+        pytest.xfail(f'issue 35, open: {row} ends {final:.1e} rad from its goal, RMS '
+                     f'{rms:.2e} rad against {pd_rms:.2e}')
+    assert rms <= pd_rms, f'{row}, {delay} s: RMS {rms:.3g} rad, PD + gravity {pd_rms:.3g}'
+    assert final <= FINAL, f'{row}, {delay} s: final error {final:.2e} rad'
+
+
+@cache
+def excitation(duration=6.0):
+    w = excitation_motion(MODEL, START, duration)
+    return plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
+                       joint_names=JOINTS, position_limits=MODEL.position_limits,
+                       current=np.vstack([START, np.zeros((2, len(JOINTS)))]), now=0.0)
+
+
+def test_a_stall_of_the_states_in_a_fast_excitation_is_no_contact_and_no_runaway():
+    """0.2 s without states at 3 s into the excitation, commands 5 ms late: the node goes on
+    blind and stops; the states return with the arm near the stop."""
+    options, told = ROWS['links off 30 % / 3 cm']
+    ref = excitation()
+    plant = Plant(URDF, options)
+    result = run(plant, Node(MODEL, told, ref), 7.5, timing(0.005, (3.0, 0.2)), START, ref)
+    *_, fastest, step, declared = figures(result, ref)
+    print(f'\nstall: {fastest:.2f} x a velocity limit, steps {step:.2f}, modes {result.modes}')
+    assert 'stale: stopping' in result.modes
+    assert fastest <= FASTEST, f'{fastest:.2f} x a velocity limit'
+    assert not declared, declared
