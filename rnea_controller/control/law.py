@@ -508,6 +508,11 @@ class Controller:
     counts, per controlled joint, the ticks its command was limited; `fallbacks` the
     non-finite results; `failing_since` the perf_counter time the law became non-finite (None
     while it is finite).
+
+    The adaptation (control/adaptation.py) runs as its schedule says: `set_schedule` (the
+    caller's, between ticks; kept by `reset`), times 0 until the measured positions have
+    changed since `reset` (`responding`) and while `adapting` is False (the node's holding:
+    contact). At 0 the law is issue 23's plus what was learnt so far.
     """
 
     def __init__(self, config: ControllerConfig) -> None:
@@ -524,11 +529,64 @@ class Controller:
         self.failing_since = None
         self._has_previous = False
         self._good = config
-        self._first = None  # the first measured q since `reset` (`_adapting`)
+        self._first = None  # the first measured q since `reset` (`_watch`)
         self.responding = False  # the measured states have changed since `reset`
-        self.adapting = True  # False: the law of issue 23 (the node's holding: contact)
-        self._fixed = (None, None)  # (config, its LawModel without estimate and integral)
+        self._adapting = True  # False: the adaptation paused (`adapting`)
+        self._schedule = np.ones(3)  # the caller's (`set_schedule`); the work's is in force
         self._compile(config)
+
+    @property
+    def adapting(self) -> bool:
+        """False pauses the adaptation (the node's holding: contact: an arm held by an
+        obstacle is not one to learn from, nor to push by an integral); estimates kept."""
+        return self._adapting
+
+    @adapting.setter
+    def adapting(self, value: bool) -> None:
+        if value != self._adapting:
+            self._adapting = bool(value)
+            self._gate()
+
+    @property
+    def schedule(self) -> dict:
+        """The caller's schedule (`set_schedule`): {'estimate', 'integral': gains in [0, 1],
+        'unstick': bool}."""
+        estimate, integral, unstick = self._schedule
+        return {'estimate': float(estimate), 'integral': float(integral),
+                'unstick': bool(unstick)}
+
+    def set_schedule(self, estimate: float = 1.0, integral: float = 1.0,
+                     unstick: bool = True) -> None:
+        """Set the adaptation's schedule from the next tick on (no new config): `estimate`
+        in [0, 1] scales the estimator's step (0: paused, estimates kept), `integral` in
+        [0, 1] scales the integral's gain Ki (0: paused, its value kept), `unstick` turns the
+        stuck-joint growth on or off (control/adaptation.py). The defaults are the law as
+        measured, bit for bit. Raises ParameterError for a gain outside [0, 1]."""
+        for name, gain in (('estimate', estimate), ('integral', integral)):
+            if not 0.0 <= gain <= 1.0:
+                raise ParameterError(f'set_schedule: {name} = {gain!r} is not in [0, 1]')
+        self._schedule[:] = (estimate, integral, 1.0 if unstick else 0.0)
+        self._gate()
+
+    def _gate(self):
+        """The schedule in force: the caller's while the arm answers and `adapting`, else 0."""
+        active = self.responding and self._adapting
+        self._arrays['schedule'][:] = self._schedule if active else 0.0
+
+    def _watch(self, qm):
+        """`responding` once the measured positions qm [rad] differ from the first since
+        `reset`. A stream of one unchanging state is not an arm answering its commands (a
+        test's constant feeder, a driver repeating its last state): what the estimate would
+        learn from it (d^ taking the feedback, a^ grown on a joint that 'does not follow')
+        and an integral on its error are not the arm's. A real arm's states change from the
+        first command on (its noise, its motion)."""
+        if self.responding:
+            return
+        if self._first is None:
+            self._first = qm.copy()
+        elif not np.array_equal(qm, self._first):
+            self.responding, self._first = True, None
+            self._gate()
 
     def _compile(self, cfg):
         """Compile (or load from numba's disk cache) the law now, not in a tick, and check it
@@ -553,11 +611,13 @@ class Controller:
 
     def reset(self) -> None:
         """Forget the previous command (the rate limit restarts from the next command), the
-        integral and the estimates (armature, friction, bias): the node calls it on activation
+        integral and the estimates (armature, friction, bias), and pause the adaptation until
+        the arm answers (`responding`; the schedule is kept): the node calls it on activation
         and when it stops commanding (stale states)."""
         self._has_previous = False
         self._first, self.responding = None, False
         adaptation.reset(self._arrays)
+        self._gate()
 
     def reset_integral(self) -> None:
         """Forget the integral term and restart the estimator's window (kept: the estimates,
@@ -594,31 +654,11 @@ class Controller:
         if qm.shape != (n,) or qdm.shape != (n,):
             raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
                                  f'fit {n} joints')
-        finite = self._law((self._law_model(cfg, qm), self.work, f_body, q, qd, ref, qm, qdm),
+        self._watch(qm)
+        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
                            self._step(cfg),
                            float(state_dt))
         return self._checked(cfg, finite, q)
-
-    def _law_model(self, cfg, qm):
-        """The config's LawModel once the measured positions have changed since `reset`;
-        until then the same without the online estimate and the integral (issue 23's law). A
-        stream of one unchanging state is not an arm answering its commands (a test's
-        constant feeder, a driver repeating its last state): what the estimate would learn
-        from it (d^ taking the feedback, a^ grown on a joint that 'does not follow') and an
-        integral on its error are not the arm's. A real arm's states change from the first
-        command on (its noise, its motion). `adapting` False does the same: an arm held by an
-        obstacle (holding: contact) is not one to learn from, nor to push by an integral."""
-        if not self.responding:
-            if self._first is None:
-                self._first = qm.copy()
-            elif not np.array_equal(qm, self._first):
-                self.responding, self._first = True, None
-        if ((self.responding and self.adapting)
-                or (cfg.forget == 1.0 and cfg.integral_gain == 0.0)):
-            return cfg.law_model
-        if self._fixed[0] is not cfg:
-            self._fixed = (cfg, law_model(replace(cfg, forget=1.0, integral_gain=0.0)))
-        return self._fixed[1]
 
     def _law(self, args, step, state_dt):
         """_law(*args, step, state_dt). numba's dispatcher types its arguments at every call

@@ -1,0 +1,114 @@
+"""The adaptation's schedule (control/adaptation.py, issue 35): `Controller.set_schedule` pauses
+or scales the online estimate, the integral at rest and the stuck-joint growth between ticks.
+
+In process, lockstep (load-proof): the xArm7 of example-robot-data in MuJoCo (`sim.plant`)
+with an untold rotor of 0.1 kg·m² and its URDF friction true (test_robustness's geared and
+friction rows at once: every rule acts), the demo motion for 1 s, then 0.5 s at rest; one tick
+of command delay. The oracle is the unscheduled law on the same run: until the schedule
+changes, both are the same numbers, bit for bit.
+"""
+from conftest import robot_data_urdf
+from lockstep import lockstep
+import numpy as np
+import pytest
+
+from rnea_controller import RobotModel
+from rnea_controller.control.law import Controller, validate_parameters
+from rnea_controller.control.trajectory import plan_arrays
+from rnea_controller.errors import ParameterError
+from rnea_controller.sim.plant import Plant, PlantOptions
+from rnea_controller.tools.send_trajectory import demo_motion
+
+URDF = robot_data_urdf('xarm_description/urdf/xarm7.urdf').read_text()
+MODEL = RobotModel.from_urdf_string(URDF)
+JOINTS = MODEL.joint_names
+START = np.array([0.0, 0.7, 0.0, 1.3, 0.0, 0.8, 0.0])
+MOVE, HOLD, DT = 1.0, 0.5, 0.001  # [s]
+TICKS = int(round((MOVE + HOLD) / DT))
+PLANT = PlantOptions(armature=(0.1,), damping=tuple(MODEL.damping),
+                     friction=tuple(MODEL.friction))
+
+
+def run(changes=None):
+    """(tau, estimates, integral) after every tick, (TICKS, ...) each, of the defaults on the
+    geared arm; `changes` {tick: set_schedule keywords} applied before that tick's command."""
+    w = demo_motion(JOINTS, START, MODEL.velocity_limits, MODEL.position_limits, MOVE)
+    reference = plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
+                            joint_names=JOINTS, position_limits=MODEL.position_limits,
+                            current=np.vstack([START, np.zeros((2, len(JOINTS)))]), now=0.0)
+    plant = Plant(URDF, PLANT)
+    plant.reset(START)
+    cfg = validate_parameters({}, MODEL)
+    controller, log = Controller(cfg), []
+
+    def law(q, qd, ref):
+        if len(log) in (changes or {}):
+            controller.set_schedule(**changes[len(log)])
+        tau = controller.command(cfg, q, qd, ref)
+        log.append((tau.copy(), controller.estimates.copy(), controller.integral.copy()))
+        return tau
+    lockstep(plant, law, reference, TICKS, delay=1, lead=DT)
+    return tuple(np.array(column) for column in zip(*log))
+
+
+@pytest.fixture(scope='module')
+def unscheduled():
+    return run()
+
+
+def test_the_default_schedule_is_the_unscheduled_law_bit_for_bit(unscheduled):
+    tau, estimates, integral = run({0: {}, 700: dict(estimate=1.0, integral=1.0, unstick=True)})
+    assert np.array_equal(tau, unscheduled[0])
+    assert np.array_equal(estimates, unscheduled[1])
+    assert np.array_equal(integral, unscheduled[2])
+
+
+def test_a_paused_estimate_keeps_the_estimates_it_has(unscheduled):
+    """Paused at 0.3 s (with the stuck rule, which also grows a^): every estimate stays as it
+    was, where the unscheduled law's change by tenths of a kg·m²; before, the same law."""
+    _, estimates, _ = run({300: dict(estimate=0.0, unstick=False)})
+    assert np.array_equal(estimates[:300], unscheduled[1][:300])
+    assert np.array_equal(estimates[300:], np.broadcast_to(estimates[299], estimates[300:].shape))
+    assert np.abs(unscheduled[1][300:] - unscheduled[1][299]).max() > 0.1
+    assert np.abs(estimates[299]).max() > 0.1  # it had learnt something to keep
+
+
+def test_the_stuck_rule_is_its_own_switch():
+    """Estimate paused from the start: b^ and d^ stay 0; a^ grows on the joints that do not
+    follow the motion's start (the untold rotor) only while the stuck rule is on."""
+    _, estimates, _ = run({0: dict(estimate=0.0)})
+    assert not estimates[:, 1:].any()
+    assert estimates[-1, 0].max() > 0.01
+    assert np.all(np.diff(estimates[:, 0], axis=0) >= 0.0)  # grown, never measured down
+    _, estimates, _ = run({0: dict(estimate=0.0, unstick=False)})
+    assert not estimates.any()
+
+
+def test_a_paused_integral_keeps_its_value_and_a_gain_scales_its_step(unscheduled):
+    """At rest (from 1 s) the integral runs; paused at 1.05 s it stays as it was, and resumed
+    at 1.2 s it runs again. Ki × 0.5 at one tick: that tick's step is half the law's."""
+    _, _, integral = run({1050: dict(integral=0.0), 1200: {}})
+    before = unscheduled[2]
+    assert np.array_equal(integral[:1050], before[:1050])
+    assert np.array_equal(integral[1050:1200],
+                          np.broadcast_to(integral[1049], integral[1050:1200].shape))
+    assert np.abs(before[1050:1200] - before[1049]).max() > 0.05  # the law's did move
+    assert np.abs(integral[1200:] - integral[1199]).max() > 0.01
+    _, _, half = run({1050: dict(integral=0.5), 1051: {}})
+    step, half_step = before[1050] - before[1049], half[1050] - half[1049]
+    assert np.abs(step).max() > 1e-4
+    np.testing.assert_allclose(half_step, 0.5 * step, rtol=1e-9, atol=1e-15)
+
+
+def test_the_schedule_is_read_back_kept_by_reset_and_checked():
+    cfg = validate_parameters({}, MODEL)
+    controller = Controller(cfg)
+    assert controller.schedule == {'estimate': 1.0, 'integral': 1.0, 'unstick': True}
+    controller.set_schedule(estimate=0.25, unstick=False)
+    controller.reset()
+    controller.adapting = False
+    assert controller.schedule == {'estimate': 0.25, 'integral': 1.0, 'unstick': False}
+    for bad in (dict(estimate=1.5), dict(integral=-0.1), dict(estimate=float('nan'))):
+        with pytest.raises(ParameterError, match=r'set_schedule: \w+ = .* is not in \[0, 1\]'):
+            controller.set_schedule(**bad)
+    assert controller.schedule['estimate'] == 0.25
