@@ -24,8 +24,9 @@ The law adapts (issue 29; control/adaptation.py, which states each rule, its rea
 constant): per controlled joint the estimates a^ (rotor inertia) [kg·m²], b^ (viscous friction)
 [N·m·s/rad] and d^ (a slow torque) [N·m], learnt online from the arm's residual, enter the law
 as armature in every RNEA row, as (b + b^)·qd_d plus a stiffness Kp·(b^ / Kd)·e, and as d^; an
-integral at rest is added. The law computes the estimator's row (row 2); `adaptation.adapt`
-updates the estimates and the integral after the limits, in the same compiled call.
+integral at rest is added. The estimator's RNEA row (row 2, set by `adaptation.window`) is
+one more row of the law's batch; `adaptation.adapt` updates the estimates and the integral
+after the limits, in the same compiled call, as `Controller.set_schedule` allows.
 
 Rotor inertia (issue 23): `armature.<joint>` [kg·m²] is set on the model
 (`RobotModel.with_armature`), whose RNEA adds armature_i·qdd_i: every row above, and the
