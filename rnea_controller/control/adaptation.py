@@ -209,9 +209,10 @@ def damped(model: 'LawModel', theta: np.ndarray, k: int) -> float:
     scales by it. The told friction too (issue 35): its feedforward b·qd_d leaves b·ed on the
     error, a damping that made a wrist told its friction exactly (0.8 N·m·s/rad on 1.4e-4
     kg·m²) close its errors at Kp·M/b = 0.07 1/s: RMS 6.1e-2 rad, overspeed and brake with
-    commands 5 ms late; with it 3.1e-2, none (test_timing_matrix)."""
-    if model.pd or model.kd[k] <= 0.0:
-        return 0.0
+    commands 5 ms late; with it 3.1e-2, none (test_timing_matrix). Off with the estimate
+    (`estimation.forgetting_time` 0: the law of issue 23, exactly computed torque)."""
+    if model.pd or model.kd[k] <= 0.0 or model.forget == 1.0:
+        return 0.0  # feedforward_pd, or the estimate off: the law of issue 23, exactly
     return (theta[1, k] + model.viscous[k]) / model.kd[k]
 
 
