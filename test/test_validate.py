@@ -4,6 +4,7 @@ The synthetic run (test/synthetic_bags.py) has a set tracking error per joint, a
 every stream, a saturated stretch, one NaN and one over-limit command, and efforts from
 Pinocchio's RNEA with a 2 kg payload the bag's model does not know.
 """
+from dataclasses import replace
 import json
 import subprocess
 
@@ -131,9 +132,12 @@ def _bad_input_bags(tmp_path, model):
     corrupt.write_bytes(b'\x89MCAP0\r\n' + b'\x07' * 5000)
     good = write_run(tmp_path / 'good', run, urdf)
     return {
-        'missing topic': ([write_bag(tmp_path / 'no_ref', joint_states=states,
-                                     robot_description=urdf)],
-                          "has no topic '/rnea_controller/reference'; its topics: "),
+        'missing topic': ([write_bag(tmp_path / 'no_states', reference=states,
+                                     commands=commands, robot_description=urdf)],
+                          "has no topic '/joint_states'; its topics: "),
+        'states without efforts': ([write_bag(tmp_path / 'no_effort', joint_states=replace(
+            states, effort=None), robot_description=urdf)],
+            "without the controller's reference needs both, one per joint"),
         'empty bag': ([empty], 'is empty'),
         'corrupt file': ([corrupt], 'cannot read bag'),
         'no such bag': ([tmp_path / 'nothing'], 'does not exist'),

@@ -453,9 +453,11 @@ class ResidualStats:
         qdd = qd_win @ savgol_coefficients(w, 2, 1) / step
         ok = ~bad
         centre = slice(h, len(t) - h)
-        self._add(t[centre][ok], q[centre][ok], qd_s[ok], qdd[ok], tau[centre][ok])
+        self.add(t[centre][ok], q[centre][ok], qd_s[ok], qdd[ok], tau[centre][ok])
 
-    def _add(self, t, q, qd, qdd, tau):
+    def add(self, t, q, qd, qdd, tau):
+        """Add samples already filtered: t (K,) [ns], q [rad], qd [rad/s], qdd [rad/s²],
+        tau [N·m] (K, n) (`update` filters measured states itself)."""
         if not len(t):
             return
         tau_model = rnea(self.model, q, qd, qdd)

@@ -9,6 +9,9 @@ moves is tracked perfectly by an arm at rest. So a run fails, whatever the thres
   `MIN_FOLLOW_FRACTION` of the reference's, or its tracking error, once shifted by the
   effective delay, has an RMS above `MAX_ERROR_FRACTION` of the reference's standard deviation
   (the arm explains less than 75 % of the reference's variance).
+
+A bag of joint states alone (no reference: `recording_failures`) fails when no joint's measured
+range reaches `MIN_REFERENCE_RANGE`: nothing moved, nothing to identify or validate.
 """
 import math
 
@@ -84,3 +87,13 @@ def motion_failures(motion):
                             f"effective delay) > {MAX_ERROR_FRACTION:g} × the reference's "
                             f"standard deviation {m['reference_std'] * 1e3:.3g} mrad")
     return failures
+
+
+def recording_failures(measured_range):
+    """Failure messages of a recording of joint states alone that did not move; [] when one
+    joint's measured range {joint: range [rad or m]} reaches `MIN_REFERENCE_RANGE`."""
+    ranges = [r for r in measured_range.values() if r is not None and not math.isnan(r)]
+    if max(ranges, default=0.0) >= MIN_REFERENCE_RANGE:
+        return []
+    return [f'no motion recorded: the joints move {max(ranges, default=0.0) * 1e3:.3g} mrad at '
+            f'most (needs {MIN_REFERENCE_RANGE * 1e3:g} mrad on one joint); nothing to validate']

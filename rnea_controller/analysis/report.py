@@ -134,6 +134,8 @@ def _diagnostics_lines(diagnostics, keys=('overruns', 'rejected messages',
 
 
 def _summary_lines(report, failures):
+    if 'skipped' in report:
+        return _states_only_lines(report, failures)
     sat = report['saturation']
     bad = sum(s['non_finite'] for s in sat['joints'].values())
     over = sum(s['over_limit'] for s in sat['joints'].values())
@@ -148,12 +150,33 @@ def _summary_lines(report, failures):
                  f'malformed messages: {malformed}')
     lines += _diagnostics_lines(report['diagnostics'])
     lines.append(_delay_line(report['delay']))
+    return lines + _closing_lines(report, failures)
+
+
+def _closing_lines(report, failures):
+    """The efforts' meaning, the payload, the identification and the verdict."""
+    lines = []
+    if 'effort' in report:
+        lines.append(f"efforts: {report['effort']['kind']} ({report['effort']['meaning']})")
     lines.append(_payload_line(report['residual']))
     if 'identification' in report:
         lines += _identification_lines(report['identification'])
     lines.append('result: PASS' if not failures else 'result: FAIL')
     lines += [f'  FAIL {f}' for f in failures]
     return lines
+
+
+def _states_only_lines(report, failures):
+    """A bag of joint states alone: their timing, the ranges, what was skipped and why."""
+    lines = _timing_lines('joint states (the loop of whatever drove the arm)',
+                          report['joint_states'], 'gap')
+    lines.append('measured range [mrad]: ' + ', '.join(
+        f'{joint} {_fmt(r, 1e3, 0)}' for joint, r in report['measured_range'].items()))
+    lines += _diagnostics_lines(report['diagnostics'])
+    skipped = report['skipped']
+    lines.append(f"skipped ({skipped['reason']}):")
+    lines += [f'  {what}' for what in skipped['checks'].values()]
+    return lines + _closing_lines(report, failures)
 
 
 def format_table(report, failures):

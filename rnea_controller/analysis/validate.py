@@ -8,6 +8,13 @@ Writes report.json, report.md (`report`), PNG plots (`plots`) and identified_par
 into the output directory. --params-file takes a parameters file of the node (e.g. the one
 identified from an earlier bag): its links, armature, friction and payload make the model
 the residual is computed with and the identification starts from.
+A bag of joint states alone (no reference topic: a recording made under any other driver,
+a vendor's controller, a trajectory controller, teleoperation) is enough to identify and to
+check what it can: the states' timing and gaps, the ranges, the model's residual; the checks
+that need the controller's reference and commands (tracking, effective delay, saturation,
+the idle-run check on the reference) are skipped, and the report says so and why. Velocities
+may be absent: they are derived from the positions (`smoothing.Smoother`, zero-phase).
+`--effort` says which torque the states' efforts are (`EFFORTS`).
 Exit 0 when every check passes; 1 when one fails (thresholds given, and always: an idle run,
 non-finite or over-limit commands); 2 on bad input (missing topic, empty or corrupt bag,
 unknown joints, a URDF that does not match the bag).
@@ -34,8 +41,14 @@ from rnea_controller.analysis.identify import (
     parameters_from_file,
     parameters_yaml,
 )
-from rnea_controller.analysis.motion import motion_failures, motion_report, RangeStats
+from rnea_controller.analysis.motion import (
+    motion_failures,
+    motion_report,
+    RangeStats,
+    recording_failures,
+)
 from rnea_controller.analysis.report import format_markdown, format_table
+from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.control.law import validate_parameters
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import BagError, ParameterError, RneaControllerError
@@ -67,6 +80,25 @@ THRESHOLDS = {
     'max_payload': ('|estimated payload|', 'kg', lambda r: _abs(r['residual']['payload_kg'])),
 }
 PROGRESS_MIN_MESSAGES = 50_000
+# --effort: which torque the joint states' efforts are, and what the model then includes
+EFFORTS = {
+    'applied': 'the joint torques the arm applies (the ros2_control effort state interface): '
+               'the rigid bodies, the rotor inertia (armature) and the friction',
+    'measured': "link-side measured joint torques (a joint torque sensor, as Franka's tau_J): "
+                'the rigid bodies and the friction after the sensor; the rotor inertia is on '
+                "the motor's side, so the model's armature is 0 (a file's is dropped)",
+    'commanded': "the torques commanded to the drives: what the arm applies plus the drives' "
+                 'torque-tracking error, which stays in the residual',
+}
+DEFAULT_EFFORT = 'applied'
+# checks of a controller's run that a bag of joint states alone cannot make
+NO_REFERENCE = ('no {topic} topic: the bag holds the joint states of whatever drove the arm, '
+                "not this controller's reference and commands")
+SKIPPED_CHECKS = {'tracking': 'tracking error', 'delay': 'effective delay',
+                  'saturation': 'commands at or beyond the effort limit',
+                  'loop': "the controller loop's timing (the joint states' is reported)",
+                  'idle_reference': 'idle run (the reference); the measured range is checked'}
+SKIPPED_THRESHOLDS = {'max_rms_error', 'max_error', 'max_saturation'}
 
 
 def _abs(value):
@@ -120,13 +152,18 @@ def absent_joints(bag, topics, model):
     """{joint: value} of the model joints the first joint state lacks and the reference does
     not name (joints nobody controls, e.g. a gripper's fingers): a mimic joint at its offset
     (its relation with the leader at 0), else 0 [rad or m], as the node takes them when their
-    leader is absent too. Nothing if the reference names joints the model does not have."""
+    leader is absent too. Nothing if the reference names joints the model does not have, or
+    (a bag of joint states alone) if the states name none of the model's."""
     bag.require(topics['joint_states'], bagio.JOINT_STATE)
-    bag.require(topics['reference'], bagio.JOINT_STATE)
-    controlled = set(bag.first(topics['reference']).name)
-    if not controlled <= set(model.joint_names):  # another robot's URDF: check_joints says so
+    carried = set(bag.first(topics['joint_states']).name)
+    if topics['reference'] in bag.topics:
+        bag.require(topics['reference'], bagio.JOINT_STATE)
+        controlled = set(bag.first(topics['reference']).name)
+        if not controlled <= set(model.joint_names):  # another robot: check_joints says so
+            return {}
+        carried |= controlled
+    elif not carried & set(model.joint_names):  # another robot's URDF: check_states says so
         return {}
-    carried = set(bag.first(topics['joint_states']).name) | controlled
     offsets = {model.joint_names[i]: offset for i, _, _, offset in model.mimic}
     return {name: offsets.get(name, 0.0) for name in model.joint_names if name not in carried}
 
@@ -157,12 +194,32 @@ def check_joints(bag, topics, model):
     return names, stamp or bag.start_ns, run_start
 
 
+def check_states(bag, topics, model):
+    """(the model's joints, first joint-state stamp [ns], bag start [ns]) of a bag of joint
+    states alone, after checking that they name every model joint and carry efforts."""
+    topic = topics['joint_states']
+    bag.require(topic, bagio.JOINT_STATE)
+    first = bag.first(topic)
+    missing = [n for n in model.joint_names if n not in first.name]
+    if missing:
+        raise BagError(f'the URDF does not match the bag: model joints {missing} are not in '
+                       f'{topic} (it has {list(first.name)})')
+    if len(first.effort) != len(first.name) or len(first.position) != len(first.name):
+        raise BagError(f'{topic} carries {len(first.position)} positions and '
+                       f'{len(first.effort)} efforts for {len(first.name)} joints: a bag '
+                       "without the controller's reference needs both, one per joint")
+    stamp = first.header.stamp.sec * 1_000_000_000 + first.header.stamp.nanosec
+    return tuple(model.joint_names), stamp or bag.start_ns, bag.start_ns
+
+
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
     def __init__(self, model, names, t0, run_start, payload_link, identify_width=None,
-                 prior_friction=None, holdout=False):
+                 prior_friction=None, holdout=False, tracked=True):
         self.model, self.names = model, names
+        self.tracked = tracked  # False: joint states alone (no reference, no commands)
+        self.derivatives = None if tracked else Smoother(decimate=1)  # the residual's q̇, q̈
         self.run_start = run_start  # bag time [ns] of the controller's first reference
         self.before_run = 0  # joint states recorded before it
         self.identification = None if identify_width is None else Identification(
@@ -188,12 +245,13 @@ class _Analysis:
         self.malformed[key] += chunk.malformed
         if key == 'joint_states':
             q = chunk.position[:, self.columns]
-            self.tracking.update(js_stamps=chunk.stamps, q=q)  # these two pair the states with
-            self.delay.update(js_stamps=chunk.stamps, q=q)  # the references by their stamps
+            if self.tracked:
+                self.tracking.update(js_stamps=chunk.stamps, q=q)  # these two pair the states
+                self.delay.update(js_stamps=chunk.stamps, q=q)  # with the references by stamps
             chunk = self._in_run(chunk)
             self.states.update(chunk.stamps)
             self.measured_range.update(chunk.position[:, self.columns])
-            self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
+            self._residual(chunk)
             if self.identification is not None:
                 self.identification.update(chunk.stamps, chunk.position, chunk.velocity,
                                            chunk.effort)
@@ -204,6 +262,18 @@ class _Analysis:
             self.reference_range.update(chunk.position)
         else:
             self.saturation.update(chunk.recv, chunk.data)
+
+    def _residual(self, chunk):
+        """The node's states (1 kHz, even stamps, measured velocities) go to `ResidualStats`
+        as they are; a recording's (irregular stamps, velocities perhaps absent) through the
+        identification's `Smoother`, which fits on the stamps as they are."""
+        if self.derivatives is None:
+            self.residual.update(chunk.stamps, chunk.position, chunk.velocity, chunk.effort)
+            return
+        out = self.derivatives.update(chunk.stamps, chunk.position, chunk.velocity,
+                                      chunk.effort)
+        if out is not None:
+            self.residual.add(*out)
 
     def _in_run(self, chunk):
         """The joint states recorded once the controller ran (from its first reference on).
@@ -219,9 +289,11 @@ class _Analysis:
         return chunk.rows(in_run)
 
     def report(self):
-        delay = self.delay.result()
         identified = {} if self.identification is None else {
             'identification': self.identification.result()}
+        if not self.tracked:
+            return {**identified, **self._states_only()}
+        delay = self.delay.result()
         return {**identified, 'loop': self.loop.result(),
                 'joint_states': {**self.states.result(), 'before_run': self.before_run},
                 'tracking': self.tracking.result(), 'saturation': self.saturation.result(),
@@ -229,6 +301,19 @@ class _Analysis:
                 'diagnostics': self.diagnostics.result(), 'delay': delay,
                 'motion': motion_report(self.names, self.reference_range, self.measured_range,
                                         delay)}
+
+
+    def _states_only(self):
+        """The report of a bag of joint states alone: the checks it cannot make are empty and
+        listed in 'skipped'; the loop is the joint states' own timing."""
+        states = {**self.states.result(), 'before_run': 0}
+        measured, _ = self.measured_range.result()
+        return {'loop': {**states, 'source': 'joint_states'}, 'joint_states': states,
+                'tracking': {'joints': {}}, 'saturation': {'joints': {}, 'commands': 0},
+                'residual': self.residual.result(), 'malformed': self.malformed,
+                'diagnostics': self.diagnostics.result(),
+                'delay': {'joints': {}, 'overall': {'tau_ms': None}, 'samples': 0},
+                'motion': {}, 'measured_range': dict(zip(self.names, measured.tolist()))}
 
 
 class _Diagnostics:
@@ -256,7 +341,7 @@ class _Diagnostics:
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
                  progress=True, payload_link=None, plots=True, chunk_size=20000,
                  locked_joints=None, identify=False, friction_velocity_width=DEFAULT_WIDTH,
-                 params_file=None, holdout=None):
+                 params_file=None, holdout=None, effort=DEFAULT_EFFORT):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -280,6 +365,7 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
             payload.*, gravity): the model is the node's with it, and the identification's prior
         holdout: a second bag of the same arm: the identification's held-out check predicts
             its torques (default: blocks of this bag are held out)
+        effort: which torque the joint states' efforts are, a key of `EFFORTS`
     Raises:
         RneaControllerError (BagError, UrdfError, ...) on bad input.
     """
@@ -287,6 +373,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     unknown = set(thresholds or {}) - set(THRESHOLDS)
     if unknown:
         raise BagError(f'unknown thresholds {sorted(unknown)}; known: {sorted(THRESHOLDS)}')
+    if effort not in EFFORTS:
+        raise BagError(f'unknown effort {effort!r}; known: {sorted(EFFORTS)}')
     with bagio.BagReader(bag_path) as bag:
         bag.require_messages()
         model, source = load_model(bag, topics, urdf_path, locked_joints)
@@ -294,17 +382,25 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         if absent:  # a gripper's fingers the states do not carry: fixed, as the node takes them
             model, source = load_model(bag, topics, urdf_path, {**dict.fromkeys(
                 locked_joints or (), 0.0), **absent})
-        names, t0, run_start = check_joints(bag, topics, model)
+        tracked = topics['reference'] in bag.topics
+        check = check_joints if tracked else check_states
+        names, t0, run_start = check(bag, topics, model)
         model, prior_friction, carried = _configured(model, names, params_file)
+        if effort == 'measured':  # a link-side sensor does not feel the rotor's inertia
+            model = model.with_armature(np.zeros(model.n))
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
         analysis = _Analysis(model, names, t0, run_start, payload_link,
                              friction_velocity_width if identify else None, prior_friction,
-                             holdout is not None)
+                             holdout is not None, tracked)
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         if identify and holdout is not None:
             _stream_holdout(holdout, topics, model, analysis.identification, chunk_size)
         report = _summary(bag, topics, model, source, names, analysis)
+        report['effort'] = {'kind': effort, 'meaning': EFFORTS[effort]}
+        if not tracked:
+            reason = NO_REFERENCE.format(topic=topics['reference'])
+            report['skipped'] = {'reason': reason, 'checks': dict(SKIPPED_CHECKS)}
         if params_file is not None:
             report['model'].update(params_file=str(params_file), params_file_payload=carried)
     failures = check_thresholds(report, thresholds or {})
@@ -350,11 +446,12 @@ def _stream_holdout(path, topics, model, identification, chunk_size):
 
 
 def _stream(bag, topics, model, names, analysis, progress, chunk_size):
-    keys = {topics['joint_states']: 'joint_states', topics['reference']: 'reference',
-            topics['commands']: 'commands'}
-    specs = {topics['joint_states']: ('joint_state', model.joint_names),
-             topics['reference']: ('joint_state', names),
-             topics['commands']: ('array', len(names))}
+    keys = {topics['joint_states']: 'joint_states'}
+    specs = {topics['joint_states']: ('joint_state', model.joint_names)}
+    if analysis.tracked:
+        keys.update({topics['reference']: 'reference', topics['commands']: 'commands'})
+        specs.update({topics['reference']: ('joint_state', names),
+                      topics['commands']: ('array', len(names))})
     if topics['diagnostics'] in bag.topics:
         keys[topics['diagnostics']] = 'diagnostics'
         specs[topics['diagnostics']] = ('diagnostics', None)
@@ -398,8 +495,11 @@ def _summary(bag, topics, model, source, names, analysis):
 
 def check_thresholds(report, thresholds):
     """Failure messages: always an idle run (`motion`), non-finite or over-limit commands;
-    then each threshold given."""
-    failures = motion_failures(report['motion'])
+    then each threshold given (of a bag of joint states alone, those it can measure: the
+    others are listed in report['skipped'])."""
+    states_only = 'skipped' in report
+    failures = (recording_failures(report['measured_range']) if states_only
+                else motion_failures(report['motion']))
     for joint, s in report['saturation']['joints'].items():
         if s['non_finite']:
             failures.append(f"{joint}: {s['non_finite']} non-finite commands")
@@ -410,6 +510,9 @@ def check_thresholds(report, thresholds):
         failures.append(f"{report['malformed']['commands']} commands with a wrong length")
     for name, bound in thresholds.items():
         what, unit, measure = THRESHOLDS[name]
+        if states_only and name in SKIPPED_THRESHOLDS:
+            report['skipped']['checks'][name] = f'--{name.replace("_", "-")} {bound:g}'
+            continue
         value = float(measure(report))
         ok = value >= bound if name.startswith('min_') else value <= bound
         if not ok:
@@ -454,6 +557,8 @@ def write_outputs(output_dir, report, failures, analysis, model=None):
 def _write_plots(output_dir, report, analysis):
     from rnea_controller.analysis import plots
     names, model = analysis.names, analysis.model
+    if not analysis.tracked:
+        return _write_residual_plots(output_dir, report, analysis)
     limits = [model.position_limits[model.joint_index(n)] if n in model.joint_names else None
               for n in names]
     files = {
@@ -474,10 +579,20 @@ def _write_plots(output_dir, report, analysis):
     if report['delay']['samples']:
         files['delay_plot'] = plots.delay_plot(output_dir / 'effective_delay.png',
                                                report['delay'])
+    return {**files, **_write_residual_plots(output_dir, report, analysis, periods=False)}
+
+
+def _write_residual_plots(output_dir, report, analysis, periods=True):
+    """The residual plot, if any residual, and (`periods`) the joint states' period plot."""
+    from rnea_controller.analysis import plots
+    files = {}
+    if periods:
+        files['period_plot'] = plots.period_plot(output_dir / 'period_histogram.png', {
+            'joint states': analysis.states.periods})
     if analysis.residual.count.any():
         files['residual_plot'] = plots.residual_plot(
-            output_dir / 'model_residual.png', analysis.residual.envelope, model.joint_names,
-            report['residual']['payload_kg'])
+            output_dir / 'model_residual.png', analysis.residual.envelope,
+            analysis.model.joint_names, report['residual']['payload_kg'])
     return files
 
 
@@ -487,7 +602,9 @@ def _write_plots(output_dir, report, analysis):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog='rnea-validate', description='Validate a recorded run of rnea_controller from its '
-        'rosbag2 bag (sqlite3 or MCAP): tracking error, saturation, loop timing, model residual.',
+        'rosbag2 bag (sqlite3 or MCAP): tracking error, saturation, loop timing, model residual; '
+        "or identify and check a model from a bag of any driver's joint states (positions and "
+        'efforts; no reference topic: the tracking checks are skipped).',
         epilog='exit status: 0 every check passed, 1 a check failed (thresholds; non-finite or '
         'over-limit commands always fail), 2 bad input (missing topic, empty or corrupt bag, '
         'unknown joints, URDF not matching the bag), 3 an unexpected error (--debug shows its '
@@ -511,6 +628,10 @@ def build_parser():
     parser.add_argument('--params-file', metavar='YAML', help='parameters file of the node '
                         '(e.g. an earlier identified_parameters.yaml): the model is the '
                         "node's with it, and --identify starts from it")
+    parser.add_argument('--effort', choices=sorted(EFFORTS), default=DEFAULT_EFFORT,
+                        help="which torque the joint states' efforts are: " + '; '.join(
+                            f'{k}: {v}' for k, v in EFFORTS.items())
+                        + f' (default {DEFAULT_EFFORT})')
     parser.add_argument('--friction-velocity-width', type=float, default=DEFAULT_WIDTH,
                         metavar='RAD_S', help='w of the friction model fc·tanh(qd / w), as the '
                         f"node's friction_velocity_width (default {DEFAULT_WIDTH})")
@@ -545,7 +666,8 @@ def main(argv=None):
                               payload_link=args.payload_link, plots=not args.no_plots,
                               locked_joints=args.locked_joints, identify=args.identify,
                               friction_velocity_width=args.friction_velocity_width,
-                              params_file=args.params_file, holdout=args.holdout)
+                              params_file=args.params_file, holdout=args.holdout,
+                              effort=args.effort)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, the shell's code for it
         print('rnea-validate: interrupted', file=sys.stderr)
         return 130
