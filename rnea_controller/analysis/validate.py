@@ -308,6 +308,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         if params_file is not None:
             report['model'].update(params_file=str(params_file), params_file_payload=carried)
     failures = check_thresholds(report, thresholds or {})
+    failures += [f'identification: {f}' for f in report.get('identification', {}).get(
+        'failures', [])]
     report['thresholds'] = {k: float(v) for k, v in (thresholds or {}).items()}
     report['failures'] = failures
     report['passed'] = not failures
@@ -434,21 +436,42 @@ def _plain(value):
     return value
 
 
+PARAMETERS_FILE = 'identified_parameters.yaml'
+REJECTED_SUFFIX = '.old'  # an earlier file, renamed when this run's fit fails its checks
+
+
 def write_outputs(output_dir, report, failures, analysis, model=None):
     """Write report.json, report.md, the plots and, after --identify, the parameters file
-    (checked against `model`); return {kind: path}."""
+    (checked against `model`) when the fit passed its own checks (`identify.checks`), else
+    none: an earlier one there is renamed with REJECTED_SUFFIX (the report says so), as it is
+    not this run's; return {kind: path}."""
     output_dir.mkdir(parents=True, exist_ok=True)
     files = {'json': output_dir / 'report.json', 'markdown': output_dir / 'report.md'}
+    if 'identification' in report:
+        files.update(_parameters_file(output_dir, report, model))
     files['json'].write_text(json.dumps(_plain(report), indent=2) + '\n')
     files['markdown'].write_text(format_markdown(report, failures))
-    if 'identification' in report:
-        files['parameters'] = output_dir / 'identified_parameters.yaml'
-        files['parameters'].write_text(parameters_yaml(
-            report['identification'], model, report['model']['controlled_joints'],
-            clear_payload=bool(report['model'].get('params_file_payload'))))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files
+
+
+def _parameters_file(output_dir, report, model):
+    """{'parameters': path} written, or {'previous_parameters': renamed path} or {} when the
+    identification failed; report['identification']['file'] says which."""
+    ident, path = report['identification'], output_dir / PARAMETERS_FILE
+    if not ident['failures']:
+        path.write_text(parameters_yaml(ident, model, report['model']['controlled_joints'],
+                                        clear_payload=bool(report['model'].get(
+                                            'params_file_payload'))))
+        ident['file'] = {'written': str(path), 'renamed': None}
+        return {'parameters': path}
+    renamed = None
+    if path.exists():
+        renamed = path.with_name(path.name + REJECTED_SUFFIX)
+        path.replace(renamed)
+    ident['file'] = {'written': None, 'renamed': None if renamed is None else str(renamed)}
+    return {} if renamed is None else {'previous_parameters': renamed}
 
 
 def _write_plots(output_dir, report, analysis):
