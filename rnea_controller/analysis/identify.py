@@ -63,6 +63,8 @@ import yaml
 from rnea_controller.analysis.bounds import bounding_ellipsoids
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.control import parameters
+from rnea_controller.control.friction import friction_columns
+from rnea_controller.control.friction import KINDS as FRICTION_KINDS
 from rnea_controller.control.law import default_joints, validate_parameters
 from rnea_controller.control.parameters import joint_of_parameter
 from rnea_controller.dynamics.regressor import (
@@ -84,7 +86,17 @@ RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the large
 HOLDOUT_BLOCK = 2.0  # [s]
 HOLDOUT_EVERY = 5  # without a second bag, the 3rd of every 5 blocks of 2 s is held out
 MAX_STEP = 0.05  # [s] a longer interval between samples is a gap: counts as this in blocks
-MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5}  # prior scale floors
+JOINT_KINDS = ('armature',) + FRICTION_KINDS  # each joint's columns after the bodies'
+# prior scale floors: a column's RMS [its torque per unit] taken as at least this
+MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5, 'offset': 0.5,
+                  'stribeck': 0.5}
+SIGNED = ('offset',)  # the joint parameters that may be negative
+DEFAULT_STRIBECK_VELOCITY = 0.3  # [rad/s], the node's default friction_stribeck_velocity
+# the friction models per joint, simplest first (control/friction.py): each adds its kinds
+FRICTION_MODELS = {'viscous+coulomb': (), '+offset': ('offset',),
+                   '+offset+stribeck': ('offset', 'stribeck')}
+SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the held-out error this much
+HOLDOUT_SLACK = 0.1  # the fit fails when a joint's held-out error exceeds the prior's by this
 MASS_RANGE = (0.5, 2.0)  # a body's mass within these multiples of the URDF's
 TOTAL_RANGE = 0.2  # the total mass within ±20 % of the URDF's, unless held-out rows say not
 TOTAL_EVIDENCE = 0.01  # ...: the held-out relative error 1 % lower without that bound
@@ -94,6 +106,7 @@ MIN_DURATION = 12.0  # [s] the advice's excitation length
 NOT_SEEN = 'not seen by this motion'
 COMBINED = 'only in combination with others'
 IDENTIFIED = 'identified'
+NOT_IN_MODEL = "not in the joint's friction model"
 
 
 class SolverError(RneaControllerError):
@@ -104,7 +117,7 @@ def parameter_names(model):
     """Names of the columns: '<link>.m' ... per body, then '<joint>.armature', '.viscous',
     '.coulomb' per joint."""
     names = [f'{link}.{p}' for link in body_link_names(model) for p in PARAMETER_NAMES]
-    for kind in ('armature', 'viscous', 'coulomb'):
+    for kind in JOINT_KINDS:
         names += [f'{joint}.{kind}' for joint in model.joint_names]
     return names
 
@@ -133,6 +146,13 @@ class _Rows:
         """Σ (tau_j - A_j x)² per joint (n,)."""
         return np.array([np.sum((R[:, :-1] @ x - R[:, -1]) ** 2) for R in self.R])
 
+    def without(self, columns):
+        """The same rows with the `columns` (mask (p,)) zeroed: the parameters not in the
+        model (RᵀR = AᵀA holds column by column)."""
+        other = copy.copy(self)
+        other.R = [R * np.append(~columns, True) for R in self.R]
+        return other
+
     def tau_squares(self):
         return np.array([np.sum(R[:, -1] ** 2) for R in self.R])
 
@@ -142,26 +162,32 @@ class Identification:
 
     model: RobotModel (joint arrays in model order): its inertias and armature are the prior;
     link: the link a payload was carried on (reported: its body's mass change), or None;
-    width: friction_velocity_width [rad/s]; prior_friction: (viscous (n,), coulomb (n,)), the
-    prior of the friction (default the URDF's <dynamics>); holdout: True when a second bag
+    width: friction_velocity_width [rad/s]; stribeck_velocity: friction_stribeck_velocity
+    [rad/s]; prior_friction: (viscous, coulomb[, offset, stribeck]) each (n,), the prior of
+    the friction (default the URDF's <dynamics>, no offset nor Stribeck); holdout: True when a
+    second bag
     feeds `update(..., held_out=True)`, else blocks of this bag are held out.
     """
 
     def __init__(self, model, link=None, width=DEFAULT_WIDTH, window_s=0.02,
-                 prior_friction=None, holdout=False):
+                 prior_friction=None, holdout=False,
+                 stribeck_velocity=DEFAULT_STRIBECK_VELOCITY):
         self.model, self.link, self.width = model, link, width
+        self.stribeck_velocity = stribeck_velocity
         self.smoothers = {False: Smoother(window_s), True: Smoother(window_s)}
         n = model.n
-        self.p = 13 * n
+        self.p = (10 + len(JOINT_KINDS)) * n
         self.fit, self.held = _Rows(n, self.p), _Rows(n, self.p)
         self.samples = 0
         self.second_bag = holdout
+        self.friction_models = [next(iter(FRICTION_MODELS))] * n
+        self.excluded = _left_out(n, [()] * n)
         self.start, self.data_time = None, 0.0  # the last stamp [ns], data time [s]
         self.q_low, self.q_high = np.full(n, np.inf), np.full(n, -np.inf)
-        viscous, coulomb = (model.damping, model.friction) if prior_friction is None else (
-            prior_friction)
-        self.prior = np.concatenate([inertial_parameters(model), model.armature, viscous,
-                                     coulomb])
+        friction = list((model.damping, model.friction) if prior_friction is None
+                        else prior_friction)
+        friction += [np.zeros(n)] * (len(FRICTION_KINDS) - len(friction))
+        self.prior = np.concatenate([inertial_parameters(model), model.armature, *friction])
 
     @property
     def names(self):
@@ -203,12 +229,14 @@ class Identification:
         return data_time
 
     def rows(self, q, qd, qdd):
-        """A (N, n, 13n): the regressor Y, then armature, viscous, Coulomb columns."""
+        """A (N, n, p): the regressor Y, then per joint kind (JOINT_KINDS) a column per joint:
+        armature (qdd), then the friction's (`friction.friction_columns`)."""
         N, n = q.shape
-        joint = np.zeros((N, n, 3 * n))
+        joint = np.zeros((N, n, len(JOINT_KINDS) * n))
         joint[:, np.arange(n), np.arange(n)] = qdd
-        joint[:, np.arange(n), n + np.arange(n)] = qd
-        joint[:, np.arange(n), 2 * n + np.arange(n)] = np.tanh(qd / self.width)
+        columns = friction_columns(qd, self.width, self.stribeck_velocity)
+        for m in range(len(FRICTION_KINDS)):
+            joint[:, np.arange(n), (m + 1) * n + np.arange(n)] = columns[..., m]
         return np.concatenate([regressor_batch(self.model, q, qd, qdd), joint], axis=2)
 
     def _add(self, rows, A, tau, qd, mask):
@@ -234,7 +262,7 @@ def solve(ident):
     model, fit, x0, n = ident.model, ident.fit, ident.prior, ident.model.n
     weights, base, x, limits = _estimate(ident)
     x, stayed = _snap_stayed(x, x0, ident.names, n)
-    status = _status(base['null_share'])
+    status = _status(base['null_share'], ident.excluded)
     result = {
         'samples': ident.samples, 'rows': int(fit.rows.sum()),
         'rank': base['rank'], 'parameters_count': ident.p,
@@ -245,9 +273,12 @@ def solve(ident):
                               'status': status[k]} for k, name in enumerate(ident.names)},
         'stayed_at_urdf': stayed, 'links': body_inertials(model, x, stayed),
         'armature': dict(zip(model.joint_names, x[10 * n:11 * n].tolist())),
-        'friction': {joint: {'viscous': float(x[11 * n + j]), 'coulomb': float(x[12 * n + j])}
+        'friction': {joint: {kind: float(x[(11 + m) * n + j])
+                             for m, kind in enumerate(FRICTION_KINDS)}
                      for j, joint in enumerate(model.joint_names)},
+        'friction_models': dict(zip(model.joint_names, ident.friction_models)),
         'friction_velocity_width': ident.width,
+        'friction_stribeck_velocity': ident.stribeck_velocity,
         'residual_rms_before': _rms(fit, x0, model), 'residual_rms_after': _rms(fit, x, model),
         'holdout': _holdout(ident, x, x0),
         'payload': _payload_change(model, ident.link, x, x0, status),
@@ -269,6 +300,8 @@ def _estimate(ident):
                             'null_share': np.ones(ident.p), 'null': np.eye(ident.p),
                             'scale': np.ones(ident.p)}, x0.copy(), limits
     weights = _weights(fit, x0)
+    ident.friction_models, ident.excluded = select_friction(ident, weights)
+    fit = fit.without(ident.excluded)
     base = base_parameters(fit, weights, ident.names)
     R, scales = _combined_factor(fit, weights), _prior_scales(fit, weights)
     x = consistent_fit(R, x0, n, scales, base, limits)
@@ -285,6 +318,43 @@ def _unseen_change(base, x, x0):
     delta = base['scale'] * (x - x0)
     norm = np.linalg.norm(delta)
     return float(np.linalg.norm(base['null'] @ delta) / norm) if norm > 0 else 0.0
+
+
+def select_friction(ident, weights):
+    """(the friction model's name per joint, the mask (p,) of the columns left out): per
+    joint the simplest of FRICTION_MODELS unless a richer one lowers its held-out squared
+    error SELECT_GAIN (each model fit by weighted least squares on every joint at once; a
+    joint without held-out rows keeps the simplest)."""
+    n, x0, held = ident.model.n, ident.prior, ident.held
+    G, g, _ = ident.fit.normal(weights)
+    errors = {}
+    for name, kinds in FRICTION_MODELS.items():
+        out = _left_out(n, [kinds] * n)
+        keep = ~out
+        x = x0.copy()
+        x[keep] = _least_squares(G[np.ix_(keep, keep)], g[keep] - G[np.ix_(keep, out)] @ x0[out],
+                                 x0[keep])
+        errors[name] = held.sse(x)
+    names = list(FRICTION_MODELS)
+    chosen = []
+    for j in range(n):
+        best = names[0]
+        for name in names[1:]:
+            if held.rows[j] and errors[name][j] < (1 - SELECT_GAIN) * errors[best][j]:
+                best = name
+        chosen.append(best)
+    return chosen, _left_out(n, [FRICTION_MODELS[name] for name in chosen])
+
+
+def _left_out(n, kinds_per_joint):
+    """Mask (p,) of the optional friction columns (FRICTION_MODELS' kinds) a joint's model
+    does not have."""
+    optional = {kind for kinds in FRICTION_MODELS.values() for kind in kinds}
+    mask = np.zeros((10 + len(JOINT_KINDS)) * n, dtype=bool)
+    for j, kinds in enumerate(kinds_per_joint):
+        for kind in optional - set(kinds):
+            mask[(10 + JOINT_KINDS.index(kind)) * n + j] = True
+    return mask
 
 
 def _snap_stayed(x, x0, names, n):
@@ -369,7 +439,7 @@ def _prior_scales(fit, weights):
     joint that never moved cannot tell, and leaves to the links' D how an armature and its
     link's I_zz share a sum the motion sees (the link stays as the URDF says)."""
     n = len(fit.R)
-    scales = np.empty(3 * n)
+    scales = np.empty(len(JOINT_KINDS) * n)
     for j, R in enumerate(fit.R):
         rows = max(fit.rows[j], 1)
         for m, floor in enumerate(MIN_COLUMN_RMS.values()):
@@ -439,7 +509,7 @@ def consistent_fit(R, x0, n, scales, base=None, limits=None):
         J = cp.reshape(affine @ (x0[10 * i:10 * i + 10] + step[10 * i:10 * i + 10]), (4, 4),
                        order='C')
         divergence += -cp.log_det((J + J.T) / 2) + cp.trace(J) - 4.0
-    extra = x0[10 * n:] + step[10 * n:]
+    extra = (x0[10 * n:] + step[10 * n:])[np.flatnonzero(_nonnegative(n))]
     objective = (cp.sum_squares((A @ P) @ z + residual0) + PRIOR_WEIGHT * divergence
                  + cp.sum_squares(cp.multiply(step[10 * n:], 1.0 / scales)))
     constraints = [extra >= 0]
@@ -454,7 +524,7 @@ def consistent_fit(R, x0, n, scales, base=None, limits=None):
     if z.value is None or problem.status not in ('optimal', 'optimal_inaccurate'):
         raise SolverError(f'the identification program ended {problem.status!r}')
     x = x0 + P @ np.asarray(z.value, dtype=float)
-    x[10 * n:] = np.maximum(x[10 * n:], 0.0)  # the solver's -1e-18 for a 0
+    x[10 * n:][_nonnegative(n)] = np.maximum(x[10 * n:][_nonnegative(n)], 0.0)  # a -1e-18
     return x
 
 
@@ -491,7 +561,7 @@ class Plausibility:
     def inequalities(self):
         """(G, h): the limits as G x ≥ h on x (13n,), rows scaled to unit norm."""
         rows, h = [], []
-        p = 13 * self.n
+        p = (10 + len(JOINT_KINDS)) * self.n
         for i, Q in enumerate(self.Q):
             row = np.zeros(p)
             row[10 * i:10 * i + 10] = Q.reshape(16) @ J_MAP  # tr(Q J) = vec(Q)·vec(J)
@@ -591,7 +661,7 @@ def checks(ident, result, base):
     quiet = [joint for j, joint in enumerate(model.joint_names)
              if fit.rows[j] < MIN_SLIDING_SHARE * max(ident.samples, 1)]
     unexcited = [name for k, name in enumerate(ident.names)
-                 if base['null_share'][k] > share[k] + 1e-3]
+                 if base['null_share'][k] > share[k] + 1e-3 and not ident.excluded[k]]
     if result['rank'] < reachable:
         failures.append(f"regressor rank {result['rank']} of the {reachable} this arm's "
                         f"parameters reach ({ident.p} columns): the motion did not excite "
@@ -602,9 +672,9 @@ def checks(ident, result, base):
     for joint, h in result['holdout']['joints'].items():
         if h['identified'] is None:
             failures.append(f'{joint}: no held-out rows')
-        elif h['identified'] > h['urdf']:
+        elif h['identified'] > (1 + HOLDOUT_SLACK) * h['urdf']:
             failures.append(f"{joint}: held-out torque error {100 * h['identified']:.3g} % "
-                            f"worse than the URDF's {100 * h['urdf']:.3g} %")
+                            f"worse than the prior's (URDF's) {100 * h['urdf']:.3g} %")
     failures += [f'implausible: {v}' for v in result['plausibility']['violations']]
     ranges = {joint: float(r) for joint, r in zip(model.joint_names, ident.q_range())}
     return {'failures': failures, 'reachable_rank': reachable,
@@ -621,7 +691,7 @@ def _reachable(ident, samples=120):
     q = low + (high - low) * rng.uniform(0.05, 0.95, (samples, model.n))
     qd = rng.choice([-1.0, 1.0], (samples, model.n)) * rng.uniform(0.2, 1.0, (samples, model.n))
     qdd = rng.uniform(-1.0, 1.0, (samples, model.n))
-    A = ident.rows(q, qd, qdd).reshape(-1, ident.p)
+    A = ident.rows(q, qd, qdd).reshape(-1, ident.p) * ~ident.excluded
     norms = np.linalg.norm(A, axis=0)
     scale = np.where(norms > 1e-12 * norms.max(), norms, 1.0)
     _, s, Vt = np.linalg.svd(A / scale, full_matrices=True)
@@ -656,6 +726,11 @@ def _advice(failures, quiet, ranges, ident):
     return '; '.join(parts)
 
 
+def _nonnegative(n):
+    """(len(JOINT_KINDS) n,) True where a joint parameter may not be negative."""
+    return np.repeat([kind not in SIGNED for kind in JOINT_KINDS], n)
+
+
 def _divergence_block(theta0, masses):
     """(T ⊗ T) J_MAP of one body, vec(T J(θ) T) per unit of θ: D is invariant to
     J -> T J Tᵀ, and with T = J⁰^(-1/2) the cone sees T J T = 1 at the prior."""
@@ -665,11 +740,12 @@ def _divergence_block(theta0, masses):
     return np.kron(T, T) @ J_MAP
 
 
-def _status(null_share):
+def _status(null_share, excluded):
     """Per parameter, from the share of its unit vector in the regressor's null space: not
     seen (all of it), identified (none of it), only in combination with others."""
-    return [IDENTIFIED if share < 1e-3 else NOT_SEEN if share > 1 - UNSEEN else COMBINED
-            for share in null_share]
+    return [NOT_IN_MODEL if out else IDENTIFIED if share < 1e-3 else
+            NOT_SEEN if share > 1 - UNSEEN else COMBINED
+            for share, out in zip(null_share, excluded)]
 
 
 def _same(value, prior, group):
@@ -752,6 +828,8 @@ def parameters_yaml(result, model=None, joints=None, clear_payload=False):
     for joint, friction in result['friction'].items():
         entries += [(('friction', joint, kind), float(v)) for kind, v in friction.items()]
     entries.append((('friction_velocity_width',), result['friction_velocity_width']))
+    if 'friction_stribeck_velocity' in result:
+        entries.append((('friction_stribeck_velocity',), result['friction_stribeck_velocity']))
     entries = [(path, value) for path, value in entries if _controlled(path, joints)]
     for path, value in entries:
         parameters.check('.'.join(path), value)

@@ -103,9 +103,13 @@ def _identification_lines(result):
         urdf = parameters[f'{link}.m']['urdf']
         lines.append(f"  {link}: mass {urdf:.4g} -> {body['mass']:.4g} kg, com "
                      f"[{', '.join(f'{c:.4g}' for c in body['com'])}] m")
+    models = result.get('friction_models', {})
     for joint, friction in result['friction'].items():
+        extra = ''.join(f', {kind} {friction[kind]:.4g} N·m' for kind in ('offset', 'stribeck')
+                        if friction.get(kind))
         lines.append(f"  {joint}: armature {result['armature'][joint]:.4g} kg·m², viscous "
-                     f"{friction['viscous']:.4g} N·m·s/rad, coulomb {friction['coulomb']:.4g} N·m")
+                     f"{friction['viscous']:.4g} N·m·s/rad, coulomb {friction['coulomb']:.4g} N·m"
+                     + extra + (f' (friction model {models[joint]})' if joint in models else ''))
     payload = result.get('payload')
     if payload:
         lines.append(f"  a payload on {payload['link']} is part of the body of "

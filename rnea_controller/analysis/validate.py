@@ -320,8 +320,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
 
 def _configured(model, names, params_file):
     """(the model with the parameters file's links, armature, payload and gravity; the prior
-    friction (viscous, coulomb) per model joint; the file's payload link or ''), or
-    (model, None, '') without a file."""
+    friction (viscous, coulomb, offset, stribeck) per model joint; the file's payload link or
+    ''), or (model, None, '') without a file."""
     if params_file is None:
         return model, None, ''
     values = parameters_from_file(params_file)
@@ -331,8 +331,10 @@ def _configured(model, names, params_file):
     except ParameterError as error:
         raise ParameterError(f'--params-file {params_file}: {error}') from None
     viscous, coulomb = np.array(model.damping), np.array(model.friction)
+    offset, stribeck = np.zeros(model.n), np.zeros(model.n)
     viscous[cfg.index], coulomb[cfg.index] = cfg.viscous, cfg.coulomb
-    return cfg.model, (viscous, coulomb), values.get('payload.link') or ''
+    offset[cfg.index], stribeck[cfg.index] = cfg.offset, cfg.stribeck
+    return cfg.model, (viscous, coulomb, offset, stribeck), values.get('payload.link') or ''
 
 
 def _stream_holdout(path, topics, model, identification, chunk_size):
