@@ -165,15 +165,15 @@ class Identification:
     width: friction_velocity_width [rad/s]; stribeck_velocity: friction_stribeck_velocity
     [rad/s]; prior_friction: (viscous, coulomb[, offset, stribeck]) each (n,), the prior of
     the friction (default the URDF's <dynamics>, no offset nor Stribeck); holdout: True when a
-    second bag
-    feeds `update(..., held_out=True)`, else blocks of this bag are held out.
+    second bag feeds `update(..., held_out=True)`, else blocks of this bag are held out;
+    mesh_dirs: where to look for a mesh's package:// or relative path (`bounds`).
     """
 
     def __init__(self, model, link=None, width=DEFAULT_WIDTH, window_s=0.02,
                  prior_friction=None, holdout=False,
-                 stribeck_velocity=DEFAULT_STRIBECK_VELOCITY):
+                 stribeck_velocity=DEFAULT_STRIBECK_VELOCITY, mesh_dirs=()):
         self.model, self.link, self.width = model, link, width
-        self.stribeck_velocity = stribeck_velocity
+        self.stribeck_velocity, self.mesh_dirs = stribeck_velocity, tuple(mesh_dirs)
         self.smoothers = {False: Smoother(window_s), True: Smoother(window_s)}
         n = model.n
         self.p = (10 + len(JOINT_KINDS)) * n
@@ -294,7 +294,7 @@ def _estimate(ident):
     """(weights (n,), base parameters, x (13n,), Plausibility); the prior when no joint ever
     slid."""
     fit, x0, n = ident.fit, ident.prior, ident.model.n
-    limits = Plausibility(ident.model, x0, ident.link)
+    limits = Plausibility(ident.model, x0, ident.link, ident.mesh_dirs)
     if fit.rows.sum() == 0:
         return np.ones(n), {'rank': 0, 'condition_number': math.nan, 'base': [],
                             'null_share': np.ones(ident.p), 'null': np.eye(ident.p),
@@ -538,10 +538,10 @@ class Plausibility:
     may be: no upper bound but the total's), and the total within 1 ± TOTAL_RANGE of the
     URDF's, unless the held-out rows say otherwise (`judge_total`)."""
 
-    def __init__(self, model, x0, link=None):
+    def __init__(self, model, x0, link=None, mesh_dirs=()):
         self.model, self.n = model, model.n
         self.Q, self.sources = zip(*bounding_ellipsoids(model, x0[:10 * model.n],
-                                                        pseudo_inertia))
+                                                        pseudo_inertia, mesh_dirs))
         m0 = x0[0:10 * self.n:10]
         typical = float(np.mean(m0[m0 > 0])) if np.any(m0 > 0) else 1.0
         self.low = MASS_RANGE[0] * m0

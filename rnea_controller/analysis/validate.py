@@ -161,13 +161,13 @@ class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
     def __init__(self, model, names, t0, run_start, payload_link, identify_width=None,
-                 prior_friction=None, holdout=False):
+                 prior_friction=None, holdout=False, mesh_dirs=()):
         self.model, self.names = model, names
         self.run_start = run_start  # bag time [ns] of the controller's first reference
         self.before_run = 0  # joint states recorded before it
         self.identification = None if identify_width is None else Identification(
             model, payload_link, identify_width, prior_friction=prior_friction,
-            holdout=holdout)
+            holdout=holdout, mesh_dirs=mesh_dirs)
         self.columns = [model.joint_index(n) for n in names]
         limits = model.effort_limits[self.columns]
         self.loop = metrics.TimingStats(t0)
@@ -300,7 +300,7 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         model.link_frame(payload_link)
         analysis = _Analysis(model, names, t0, run_start, payload_link,
                              friction_velocity_width if identify else None, prior_friction,
-                             holdout is not None)
+                             holdout is not None, _mesh_dirs(urdf_path))
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         if identify and holdout is not None:
             _stream_holdout(holdout, topics, model, analysis.identification, chunk_size)
@@ -316,6 +316,12 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     files = write_outputs(Path(output_dir), report, failures, analysis if plots else None,
                           model)
     return ValidationResult(report, failures, files)
+
+
+def _mesh_dirs(urdf_path):
+    """Where the URDF's meshes may be: its folder and those above it (a package:// path's
+    package is one of them), for the identification's bounding volumes."""
+    return () if urdf_path is None else tuple(Path(urdf_path).resolve().parents)
 
 
 def _configured(model, names, params_file):

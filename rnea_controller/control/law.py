@@ -15,7 +15,8 @@ gravity g(q) = RNEA(q, 0, 0) at the measured q.
 Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w) + f0 + s·tanh(qd_d / w)·
 exp(-(qd_d / v_s)²) (`friction.friction_torque`, the identification's model too), with b =
 friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], f0 = .offset [N·m],
-s = .stribeck [N·m], w = friction_velocity_width [rad/s], v_s = friction_stribeck_velocity. It uses the DESIRED velocity: noise-free and known ahead;
+s = .stribeck [N·m], w = friction_velocity_width [rad/s], v_s = friction_stribeck_velocity.
+It uses the DESIRED velocity: noise-free and known ahead;
 the measured qd would feed sensor noise through the (smoothed) sign function and chatter.
 Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeholders; a 1 N·m
 Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
