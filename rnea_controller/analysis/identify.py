@@ -862,6 +862,14 @@ def _header(result):
              '# Held-out relative torque RMS per joint, URDF -> identified:']
     lines += [f"#   {joint}: {_pct(h['urdf'])} -> {_pct(h['identified'])}"
               for joint, h in held.items()]
+    plausible = result.get('plausibility')
+    if plausible:
+        lines.append(f"# Total mass {plausible['total_mass']:.4g} kg (prior "
+                     f"{plausible['total_mass_urdf']:.4g}); each body inside its bounding "
+                     f'ellipsoid, its mass within {MASS_RANGE[0]:g}-{MASS_RANGE[1]:g}x the prior.')
+    if result.get('friction_models'):
+        lines.append('# Friction models: ' + ', '.join(
+            f'{joint} {model}' for joint, model in result['friction_models'].items()))
     lines.append(f'# Stayed at the prior (URDF) value: {len(stayed)} parameters, e.g. '
                  + ', '.join(stayed[:6]) if stayed else '# Every parameter moved from the prior.')
     return '\n'.join(lines) + '\n'
