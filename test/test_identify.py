@@ -425,6 +425,27 @@ def test_held_out_blocks_fall_where_the_data_is(tmp_path):
     assert np.all(held > 0.1 * (held + fit)), (held, fit)
 
 
+def test_a_total_mass_the_held_out_rows_put_beyond_20_percent_is_taken_and_said():
+    """A 5 kg payload on a 17.7 kg arm (+28 %): the total's ±20 % bound is active, the fit
+    without it predicts the held-out rows better, so it is taken and the report says so; the
+    gravity torques are then Pinocchio's with the payload within 1 % of their largest."""
+    stamps, q, qd, qdd = motion(MODEL.n, 20.0, seed=1)
+    tau = pinocchio_torques(q, qd, qdd, 5.0) + VISCOUS * qd + COULOMB * np.tanh(qd / WIDTH)
+    identification = Identification(MODEL, LINK)
+    feed(identification, (stamps, q, qd, tau))
+    result = identification.result()
+    plausible = result['plausibility']
+    assert plausible['total_bounds'] is None and 'beyond ±20 %' in plausible['note']
+    assert plausible['total_mass'] == pytest.approx(plausible['total_mass_urdf'] + 5.0, rel=0.01)
+    assert result['failures'] == []
+    identified = validate_parameters(dict(flatten(yaml.safe_load(parameters_yaml(
+        result, MODEL))['/**']['ros__parameters'])), MODEL).model
+    postures = np.random.default_rng(3).uniform(-2.0, 2.0, (10, MODEL.n))
+    expected = pinocchio_torques(postures, 0 * postures, 0 * postures, 5.0)
+    np.testing.assert_allclose([rnea(identified, x, 0 * x, 0 * x) for x in postures], expected,
+                               atol=0.01 * np.abs(expected).max())
+
+
 def _one_joint(q, qd, qdd, j):
     """The motion of joint j alone, the others still at their first position."""
     still = [np.tile(q[0], (len(q), 1)), np.zeros_like(qd), np.zeros_like(qdd)]
