@@ -2,16 +2,19 @@
 (armature), viscous and Coulomb friction, from a run: physically consistent weighted least
 squares on the RNEA regressor, regularised toward the URDF.
 
-The measured torque of joint j is linear in the parameters x = (θ, a, b, fc):
+The measured torque of joint j is linear in the parameters x = (θ, a, b, fc, f0, s):
 
-    tau_j = Y_j(q, qd, qdd) θ + a_j qdd_j + b_j qd_j + fc_j tanh(qd_j / w)
+    tau_j = Y_j(q, qd, qdd) θ + a_j qdd_j + friction_torque(b_j, fc_j, f0_j, s_j, w, v_s, qd_j)
 
 - θ (10n): each body's 10 inertial parameters (m, h, I_O) about its frame origin, Pinocchio's
   order (`dynamics/regressor.py`, Y from our RNEA). A body is the link moved by a joint with
   everything fixed to it; a payload carried during the run is part of its link's body (its
   mass merges with that link's: the file then states the sum, and no payload).
-- a_j [kg·m²] rotor inertia, b_j [N·m·s/rad] viscous, fc_j [N·m] Coulomb friction, with the
-  node's friction model (w = `friction_velocity_width`).
+- a_j [kg·m²] rotor inertia; b_j [N·m·s/rad] viscous, fc_j [N·m] Coulomb, f0_j [N·m] offset
+  (= asymmetric Coulomb), s_j [N·m] Stribeck friction: the node's model (`control/friction.py`,
+  w = `friction_velocity_width`, v_s = `friction_stribeck_velocity`). Per joint the friction
+  model (`select_friction`: viscous + Coulomb, + offset, + offset + Stribeck) is chosen by the
+  held-out rows; a kind not chosen stays at its prior.
 
 Rows: qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase). Joint j's rows enter
 only while it slides (|qd_j| ≥ `SLIDING_SPEED`): slower, friction is stiction, whose shape is
@@ -30,7 +33,11 @@ The solve (`solve`):
    point solver for its semidefinite and exponential cones):
 
        minimise  Σ_j ‖A_j x - tau_j‖² / σ_j²  +  λ Σ_i D(J_i ‖ J_i⁰)  +  Σ_k ((x_k - x⁰_k) / s_k)²
-       subject to a, b, fc ≥ 0   (J_i ≻ 0 by the domain of D)
+       subject to a, b, fc, s ≥ 0   (J_i ≻ 0 by the domain of D)
+                  `Plausibility`: tr(Q_i J_i) ≥ 0 (body i's mass inside the bounding ellipsoid
+                  of its links' geometry, `bounds.py`), its mass in MASS_RANGE × the URDF's,
+                  the total within ±TOTAL_RANGE unless the held-out rows say otherwise
+                  x_k = x⁰_k for each parameter the motion does not see at all
 
    J_i = [[½ tr(I_O) 1 - I_O, h], [hᵀ, m]] is body i's pseudo-inertia: J_i ⪰ 0 exactly when
    a mass distribution has these parameters (Wensing, Kim & Slotine, RA-L 2018): positive
@@ -45,12 +52,16 @@ The solve (`solve`):
    The variable is preconditioned by the objective's Hessian at the prior.
    A cvxpy convex program rather than an unconstrained log-Cholesky solve (Rucker & Wensing
    2022): it is convex, so its optimum is global and no starting point, step or iteration
-   count is chosen; the 78 unknowns of a 6-joint arm take 0.3-3 s.
+   count is chosen; the 90 unknowns of a 6-joint arm take 0.2-3 s.
 
 4. Held-out check: the relative RMS per joint, RMS(tau - prediction) / RMS(tau), of the URDF's
    model (with the prior's armature and friction) and of the identified one, on rows left out
    of the fit: a second bag (`rnea-validate --holdout BAG2`), else one block of
-   `HOLDOUT_BLOCK` seconds in every `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
+   `HOLDOUT_BLOCK` seconds of recorded time (gaps shortened to MAX_STEP) in every
+   `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
+5. The fit's own checks (`checks`): rank below what the arm's parameters reach, a joint that
+   barely slid, held-out rows missing or worse than the prior's, an implausible body: any one
+   and `rnea-validate` writes no parameters file, and says what the motion lacked.
 """
 import copy
 import math
