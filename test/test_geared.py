@@ -234,6 +234,9 @@ def predicts_held_out_torques(report):
     bad = {joint: h for joint, h in report['identification']['holdout']['joints'].items()
            if h['identified'] is None or h['urdf'] is None  # no held-out rows left (gaps)
            or not (h['identified'] <= 0.05 and h['identified'] < h['urdf'])}
+    failed = report['identification'].get('failures')  # issue 36: then no file is written
+    if failed and not bad:
+        return f'the fit failed its checks: {failed}'
     if not bad:
         return None
     # a recording the host stalled (beside two busy processes, three excitations in a row

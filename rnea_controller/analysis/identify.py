@@ -2,16 +2,19 @@
 (armature), viscous and Coulomb friction, from a run: physically consistent weighted least
 squares on the RNEA regressor, regularised toward the URDF.
 
-The measured torque of joint j is linear in the parameters x = (θ, a, b, fc):
+The measured torque of joint j is linear in the parameters x = (θ, a, b, fc, f0, s):
 
-    tau_j = Y_j(q, qd, qdd) θ + a_j qdd_j + b_j qd_j + fc_j tanh(qd_j / w)
+    tau_j = Y_j(q, qd, qdd) θ + a_j qdd_j + friction_torque(b_j, fc_j, f0_j, s_j, w, v_s, qd_j)
 
 - θ (10n): each body's 10 inertial parameters (m, h, I_O) about its frame origin, Pinocchio's
   order (`dynamics/regressor.py`, Y from our RNEA). A body is the link moved by a joint with
   everything fixed to it; a payload carried during the run is part of its link's body (its
   mass merges with that link's: the file then states the sum, and no payload).
-- a_j [kg·m²] rotor inertia, b_j [N·m·s/rad] viscous, fc_j [N·m] Coulomb friction, with the
-  node's friction model (w = `friction_velocity_width`).
+- a_j [kg·m²] rotor inertia; b_j [N·m·s/rad] viscous, fc_j [N·m] Coulomb, f0_j [N·m] offset
+  (= asymmetric Coulomb), s_j [N·m] Stribeck friction: the node's model (`control/friction.py`,
+  w = `friction_velocity_width`, v_s = `friction_stribeck_velocity`). Per joint the friction
+  model (`select_friction`: viscous + Coulomb, + offset, + offset + Stribeck) is chosen by the
+  held-out rows; a kind not chosen stays at its prior.
 
 Rows: qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase). Joint j's rows enter
 only while it slides (|qd_j| ≥ `SLIDING_SPEED`): slower, friction is stiction, whose shape is
@@ -30,7 +33,11 @@ The solve (`solve`):
    point solver for its semidefinite and exponential cones):
 
        minimise  Σ_j ‖A_j x - tau_j‖² / σ_j²  +  λ Σ_i D(J_i ‖ J_i⁰)  +  Σ_k ((x_k - x⁰_k) / s_k)²
-       subject to a, b, fc ≥ 0   (J_i ≻ 0 by the domain of D)
+       subject to a, b, fc, s ≥ 0   (J_i ≻ 0 by the domain of D)
+                  `Plausibility`: tr(Q_i J_i) ≥ 0 (body i's mass inside the bounding ellipsoid
+                  of its links' geometry, `bounds.py`), its mass in MASS_RANGE × the URDF's,
+                  the total within ±TOTAL_RANGE unless the held-out rows say otherwise
+                  x_k = x⁰_k for each parameter the motion does not see at all
 
    J_i = [[½ tr(I_O) 1 - I_O, h], [hᵀ, m]] is body i's pseudo-inertia: J_i ⪰ 0 exactly when
    a mass distribution has these parameters (Wensing, Kim & Slotine, RA-L 2018): positive
@@ -45,13 +52,18 @@ The solve (`solve`):
    The variable is preconditioned by the objective's Hessian at the prior.
    A cvxpy convex program rather than an unconstrained log-Cholesky solve (Rucker & Wensing
    2022): it is convex, so its optimum is global and no starting point, step or iteration
-   count is chosen; the 78 unknowns of a 6-joint arm take 0.3-3 s.
+   count is chosen; the 90 unknowns of a 6-joint arm take 0.2-3 s.
 
 4. Held-out check: the relative RMS per joint, RMS(tau - prediction) / RMS(tau), of the URDF's
    model (with the prior's armature and friction) and of the identified one, on rows left out
    of the fit: a second bag (`rnea-validate --holdout BAG2`), else one block of
-   `HOLDOUT_BLOCK` seconds in every `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
+   `HOLDOUT_BLOCK` seconds of recorded time (gaps shortened to MAX_STEP) in every
+   `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
+5. The fit's own checks (`checks`): rank below what the arm's parameters reach, a joint that
+   barely slid, held-out rows missing or worse than the prior's, an implausible body: any one
+   and `rnea-validate` writes no parameters file, and says what the motion lacked.
 """
+import copy
 import math
 import time
 
@@ -59,8 +71,11 @@ import numpy as np
 import scipy.linalg
 import yaml
 
+from rnea_controller.analysis.bounds import bounding_ellipsoids
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.control import parameters
+from rnea_controller.control.friction import friction_columns
+from rnea_controller.control.friction import KINDS as FRICTION_KINDS
 from rnea_controller.control.law import default_joints, validate_parameters
 from rnea_controller.control.parameters import joint_of_parameter
 from rnea_controller.dynamics.regressor import (
@@ -76,13 +91,33 @@ SLIDING_SPEED = 0.1  # [rad/s] a joint's rows enter the fit only while it moves 
 DEFAULT_WIDTH = 0.01  # [rad/s], the node's default friction_velocity_width
 PRIOR_WEIGHT = 1.0  # λ of the entropic divergence, in units of one row's weighted residual²
 PRIOR_JOINT = 1e-3  # armature and friction: a prior of 1e-6 row (the links' D decides a split)
+VERBOSE = False  # the solver's log (debugging)
+UNSEEN = 1e-6  # a parameter whose unit vector is in the null space within this is not seen
 RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the largest: dependent
 HOLDOUT_BLOCK = 2.0  # [s]
 HOLDOUT_EVERY = 5  # without a second bag, the 3rd of every 5 blocks of 2 s is held out
-MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5}  # prior scale floors
+MAX_STEP = 0.05  # [s] a longer interval between samples is a gap: counts as this in blocks
+JOINT_KINDS = ('armature',) + FRICTION_KINDS  # each joint's columns after the bodies'
+# prior scale floors: a column's RMS [its torque per unit] taken as at least this
+MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5, 'offset': 0.5,
+                  'stribeck': 0.5}
+SIGNED = ('offset',)  # the joint parameters that may be negative
+DEFAULT_STRIBECK_VELOCITY = 0.3  # [rad/s], the node's default friction_stribeck_velocity
+# the friction models per joint, simplest first (control/friction.py): each adds its kinds
+FRICTION_MODELS = {'viscous+coulomb': (), '+offset': ('offset',),
+                   '+offset+stribeck': ('offset', 'stribeck')}
+SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the held-out error this much
+HOLDOUT_SLACK = 0.1  # the fit fails when a joint's held-out error exceeds the prior's by this
+MASS_RANGE = (0.5, 2.0)  # a body's mass within these multiples of the URDF's
+TOTAL_RANGE = 0.2  # the total mass within ±20 % of the URDF's, unless held-out rows say not
+TOTAL_EVIDENCE = 0.01  # ...: the held-out relative error 1 % lower without that bound
+MIN_SLIDING_SHARE = 0.1  # a joint sliding in fewer of the samples was not excited
+MIN_RANGE = 0.5  # [rad] the advice's range of a joint
+MIN_DURATION = 12.0  # [s] the advice's excitation length
 NOT_SEEN = 'not seen by this motion'
 COMBINED = 'only in combination with others'
 IDENTIFIED = 'identified'
+NOT_IN_MODEL = "not in the joint's friction model"
 
 
 class SolverError(RneaControllerError):
@@ -93,7 +128,7 @@ def parameter_names(model):
     """Names of the columns: '<link>.m' ... per body, then '<joint>.armature', '.viscous',
     '.coulomb' per joint."""
     names = [f'{link}.{p}' for link in body_link_names(model) for p in PARAMETER_NAMES]
-    for kind in ('armature', 'viscous', 'coulomb'):
+    for kind in JOINT_KINDS:
         names += [f'{joint}.{kind}' for joint in model.joint_names]
     return names
 
@@ -122,6 +157,13 @@ class _Rows:
         """Σ (tau_j - A_j x)² per joint (n,)."""
         return np.array([np.sum((R[:, :-1] @ x - R[:, -1]) ** 2) for R in self.R])
 
+    def without(self, columns):
+        """The same rows with the `columns` (mask (p,)) zeroed: the parameters not in the
+        model (RᵀR = AᵀA holds column by column)."""
+        other = copy.copy(self)
+        other.R = [R * np.append(~columns, True) for R in self.R]
+        return other
+
     def tau_squares(self):
         return np.array([np.sum(R[:, -1] ** 2) for R in self.R])
 
@@ -131,25 +173,32 @@ class Identification:
 
     model: RobotModel (joint arrays in model order): its inertias and armature are the prior;
     link: the link a payload was carried on (reported: its body's mass change), or None;
-    width: friction_velocity_width [rad/s]; prior_friction: (viscous (n,), coulomb (n,)), the
-    prior of the friction (default the URDF's <dynamics>); holdout: True when a second bag
-    feeds `update(..., held_out=True)`, else blocks of this bag are held out.
+    width: friction_velocity_width [rad/s]; stribeck_velocity: friction_stribeck_velocity
+    [rad/s]; prior_friction: (viscous, coulomb[, offset, stribeck]) each (n,), the prior of
+    the friction (default the URDF's <dynamics>, no offset nor Stribeck); holdout: True when a
+    second bag feeds `update(..., held_out=True)`, else blocks of this bag are held out;
+    mesh_dirs: where to look for a mesh's package:// or relative path (`bounds`).
     """
 
     def __init__(self, model, link=None, width=DEFAULT_WIDTH, window_s=0.02,
-                 prior_friction=None, holdout=False):
+                 prior_friction=None, holdout=False,
+                 stribeck_velocity=DEFAULT_STRIBECK_VELOCITY, mesh_dirs=()):
         self.model, self.link, self.width = model, link, width
+        self.stribeck_velocity, self.mesh_dirs = stribeck_velocity, tuple(mesh_dirs)
         self.smoothers = {False: Smoother(window_s), True: Smoother(window_s)}
         n = model.n
-        self.p = 13 * n
+        self.p = (10 + len(JOINT_KINDS)) * n
         self.fit, self.held = _Rows(n, self.p), _Rows(n, self.p)
         self.samples = 0
         self.second_bag = holdout
-        self.start = None
-        viscous, coulomb = (model.damping, model.friction) if prior_friction is None else (
-            prior_friction)
-        self.prior = np.concatenate([inertial_parameters(model), model.armature, viscous,
-                                     coulomb])
+        self.friction_models = [next(iter(FRICTION_MODELS))] * n
+        self.excluded = _left_out(n, [()] * n)
+        self.start, self.data_time = None, 0.0  # the last stamp [ns], data time [s]
+        self.q_low, self.q_high = np.full(n, np.inf), np.full(n, -np.inf)
+        friction = list((model.damping, model.friction) if prior_friction is None
+                        else prior_friction)
+        friction += [np.zeros(n)] * (len(FRICTION_KINDS) - len(friction))
+        self.prior = np.concatenate([inertial_parameters(model), model.armature, *friction])
 
     @property
     def names(self):
@@ -162,25 +211,43 @@ class Identification:
         if out is None or not len(out[0]):
             return
         t, q, qd, qdd, tau = out
+        if not held_out:
+            self.q_low = np.minimum(self.q_low, q.min(axis=0))
+            self.q_high = np.maximum(self.q_high, q.max(axis=0))
         steady = self.smoothers[held_out].steady  # (N, n): no velocity reversal in the window
         A = self.rows(q, qd, qdd)
         if held_out:
             self._add(self.held, A, tau, qd, steady)
             return
         self.samples += len(t)
-        self.start = t[0] if self.start is None else self.start
-        block = ((t - self.start) * 1e-9 // HOLDOUT_BLOCK).astype(np.int64)
+        block = (self._data_time(t) // HOLDOUT_BLOCK).astype(np.int64)
         left_out = ((block % HOLDOUT_EVERY) == 2) & (not self.second_bag)
         self._add(self.fit, A, tau, qd, ~left_out[:, None] & steady)
         self._add(self.held, A, tau, qd, left_out[:, None] & steady)
 
+    def q_range(self):
+        """(n,) [rad or m] each joint's range over the fit's samples (0 before any)."""
+        return np.maximum(self.q_high - self.q_low, 0.0)
+
+    def _data_time(self, t):
+        """[s] of recorded data before each stamp t [ns]: time with each gap between samples
+        longer than MAX_STEP counted as MAX_STEP, so that the held-out blocks fall where the
+        data is (a gap would have emptied a block of wall time)."""
+        previous = t[0] if self.start is None else self.start
+        steps = np.minimum(np.diff(np.concatenate([[previous], t])) * 1e-9, MAX_STEP)
+        data_time = self.data_time + np.cumsum(np.maximum(steps, 0.0))
+        self.start, self.data_time = t[-1], float(data_time[-1])
+        return data_time
+
     def rows(self, q, qd, qdd):
-        """A (N, n, 13n): the regressor Y, then armature, viscous, Coulomb columns."""
+        """A (N, n, p): the regressor Y, then per joint kind (JOINT_KINDS) a column per joint:
+        armature (qdd), then the friction's (`friction.friction_columns`)."""
         N, n = q.shape
-        joint = np.zeros((N, n, 3 * n))
+        joint = np.zeros((N, n, len(JOINT_KINDS) * n))
         joint[:, np.arange(n), np.arange(n)] = qdd
-        joint[:, np.arange(n), n + np.arange(n)] = qd
-        joint[:, np.arange(n), 2 * n + np.arange(n)] = np.tanh(qd / self.width)
+        columns = friction_columns(qd, self.width, self.stribeck_velocity)
+        for m in range(len(FRICTION_KINDS)):
+            joint[:, np.arange(n), (m + 1) * n + np.arange(n)] = columns[..., m]
         return np.concatenate([regressor_batch(self.model, q, qd, qdd), joint], axis=2)
 
     def _add(self, rows, A, tau, qd, mask):
@@ -198,14 +265,16 @@ class Identification:
 
 
 def solve(ident):
-    """Weights, base parameters, the consistent fit and the held-out check of an
-    `Identification`; a dict (report.json's 'identification')."""
+    """Weights, base parameters, the plausible fit, the held-out check and the fit's own
+    checks of an `Identification`; a dict (report.json's 'identification'). 'failures' lists
+    what a file of this fit must not be written for (`checks`), 'lacking' what the motion
+    lacked."""
     started = time.perf_counter()
     model, fit, x0, n = ident.model, ident.fit, ident.prior, ident.model.n
-    weights, base, x = _estimate(ident)
+    weights, base, x, limits = _estimate(ident)
     x, stayed = _snap_stayed(x, x0, ident.names, n)
-    status = _status(base['null_share'])
-    return {
+    status = _status(base['null_share'], ident.excluded)
+    result = {
         'samples': ident.samples, 'rows': int(fit.rows.sum()),
         'rank': base['rank'], 'parameters_count': ident.p,
         'condition_number': base['condition_number'],
@@ -215,26 +284,88 @@ def solve(ident):
                               'status': status[k]} for k, name in enumerate(ident.names)},
         'stayed_at_urdf': stayed, 'links': body_inertials(model, x, stayed),
         'armature': dict(zip(model.joint_names, x[10 * n:11 * n].tolist())),
-        'friction': {joint: {'viscous': float(x[11 * n + j]), 'coulomb': float(x[12 * n + j])}
+        'friction': {joint: {kind: float(x[(11 + m) * n + j])
+                             for m, kind in enumerate(FRICTION_KINDS)}
                      for j, joint in enumerate(model.joint_names)},
+        'friction_models': dict(zip(model.joint_names, ident.friction_models)),
         'friction_velocity_width': ident.width,
+        'friction_stribeck_velocity': ident.stribeck_velocity,
         'residual_rms_before': _rms(fit, x0, model), 'residual_rms_after': _rms(fit, x, model),
         'holdout': _holdout(ident, x, x0),
         'payload': _payload_change(model, ident.link, x, x0, status),
-        'solve_time_s': time.perf_counter() - started,
+        'plausibility': limits.report(x),
+        'unseen_change': _unseen_change(base, x, x0),
     }
+    result.update(checks(ident, result, base))
+    result['solve_time_s'] = time.perf_counter() - started
+    return result
 
 
 def _estimate(ident):
-    """(weights (n,), base parameters, x (13n,)); the prior when no joint ever slid."""
+    """(weights (n,), base parameters, x (13n,), Plausibility); the prior when no joint ever
+    slid."""
     fit, x0, n = ident.fit, ident.prior, ident.model.n
+    limits = Plausibility(ident.model, x0, ident.link, ident.mesh_dirs)
     if fit.rows.sum() == 0:
         return np.ones(n), {'rank': 0, 'condition_number': math.nan, 'base': [],
-                            'null_share': np.ones(ident.p)}, x0.copy()
+                            'null_share': np.ones(ident.p), 'null': np.eye(ident.p),
+                            'scale': np.ones(ident.p)}, x0.copy(), limits
     weights = _weights(fit, x0)
+    ident.friction_models, ident.excluded = select_friction(ident, weights)
+    fit = fit.without(ident.excluded)
     base = base_parameters(fit, weights, ident.names)
-    x = consistent_fit(_combined_factor(fit, weights), x0, n, _prior_scales(fit, weights))
-    return weights, base, x
+    R, scales = _combined_factor(fit, weights), _prior_scales(fit, weights)
+    x = consistent_fit(R, x0, n, scales, base, limits)
+    if limits.total_active(x):
+        relaxed = consistent_fit(R, x0, n, scales, base, limits.without_total())
+        x = limits.judge_total(x, relaxed, ident)
+    return weights, base, x, limits
+
+
+def _unseen_change(base, x, x0):
+    """‖component of D(x - x0) in the column-scaled regressor's null space‖ / ‖D(x - x0)‖:
+    the share of the change that no prediction of this motion tests (set by the divergence,
+    where consistency needs it: a payload's second moments, a combination's split)."""
+    delta = base['scale'] * (x - x0)
+    norm = np.linalg.norm(delta)
+    return float(np.linalg.norm(base['null'] @ delta) / norm) if norm > 0 else 0.0
+
+
+def select_friction(ident, weights):
+    """(the friction model's name per joint, the mask (p,) of the columns left out): per
+    joint the simplest of FRICTION_MODELS unless a richer one lowers its held-out squared
+    error SELECT_GAIN (each model fit by weighted least squares on every joint at once; a
+    joint without held-out rows keeps the simplest)."""
+    n, x0, held = ident.model.n, ident.prior, ident.held
+    G, g, _ = ident.fit.normal(weights)
+    errors = {}
+    for name, kinds in FRICTION_MODELS.items():
+        out = _left_out(n, [kinds] * n)
+        keep = ~out
+        x = x0.copy()
+        x[keep] = _least_squares(G[np.ix_(keep, keep)], g[keep] - G[np.ix_(keep, out)] @ x0[out],
+                                 x0[keep])
+        errors[name] = held.sse(x)
+    names = list(FRICTION_MODELS)
+    chosen = []
+    for j in range(n):
+        best = names[0]
+        for name in names[1:]:
+            if held.rows[j] and errors[name][j] < (1 - SELECT_GAIN) * errors[best][j]:
+                best = name
+        chosen.append(best)
+    return chosen, _left_out(n, [FRICTION_MODELS[name] for name in chosen])
+
+
+def _left_out(n, kinds_per_joint):
+    """Mask (p,) of the optional friction columns (FRICTION_MODELS' kinds) a joint's model
+    does not have."""
+    optional = {kind for kinds in FRICTION_MODELS.values() for kind in kinds}
+    mask = np.zeros((10 + len(JOINT_KINDS)) * n, dtype=bool)
+    for j, kinds in enumerate(kinds_per_joint):
+        for kind in optional - set(kinds):
+            mask[(10 + JOINT_KINDS.index(kind)) * n + j] = True
+    return mask
 
 
 def _snap_stayed(x, x0, names, n):
@@ -306,9 +437,11 @@ def base_parameters(fit, weights, names):
                      'std_error': float(std[k]),
                      'std_percent': float(100 * std[k] / abs(beta[k])) if beta[k] else math.inf})
     _, s, Vt = np.linalg.svd(A / scale, full_matrices=True)
-    null = Vt[np.sum(s > RANK_TOLERANCE * s[0]):]  # scaled directions the motion does not see
+    seen = int(np.sum(s > RANK_TOLERANCE * s[0]))
+    null = Vt[seen:]  # scaled directions the motion does not see
     return {'rank': rank, 'condition_number': float(singular[0] / singular[-1]), 'base': base,
-            'null_share': np.linalg.norm(null, axis=0) if len(null) else np.zeros(A.shape[1])}
+            'null_share': np.linalg.norm(null, axis=0) if len(null) else np.zeros(A.shape[1]),
+            'null': null, 'scale': scale}
 
 
 def _prior_scales(fit, weights):
@@ -317,7 +450,7 @@ def _prior_scales(fit, weights):
     joint that never moved cannot tell, and leaves to the links' D how an armature and its
     link's I_zz share a sum the motion sees (the link stays as the URDF says)."""
     n = len(fit.R)
-    scales = np.empty(3 * n)
+    scales = np.empty(len(JOINT_KINDS) * n)
     for j, R in enumerate(fit.R):
         rows = max(fit.rows[j], 1)
         for m, floor in enumerate(MIN_COLUMN_RMS.values()):
@@ -357,13 +490,17 @@ def _prior_pseudo_inertia(theta, mass_scale):
     return J
 
 
-def consistent_fit(R, x0, n, scales):
+def consistent_fit(R, x0, n, scales, base=None, limits=None):
     """The convex program of the module docstring; x (13n,). SolverError if none found.
 
     R (p+1, p+1): the weighted rows' factor, ‖R [x; -1]‖² = Σ_j w_j ‖A_j x - tau_j‖². The
     data weigh 1e5-1e8 times more than the prior where they see something, and not at all
     where they do not: the variable is preconditioned by the objective's Hessian H at the
     prior, x = x0 + L⁻ᵀ z (H = L Lᵀ), so the solver sees a unit curvature in every direction.
+    `base` (`base_parameters`): each parameter the motion does not see at all (its unit
+    vector in the regressor's null space) is held at the prior exactly (x = x0 + M y, M the
+    other coordinates), the preconditioner is H's restricted to them; `limits`
+    (`Plausibility`): each body's bounding ellipsoid and mass bounds, and the total's.
     """
     import cvxpy as cp
     A, residual0 = R[:, :-1], R[:, :-1] @ x0 - R[:, -1]
@@ -371,27 +508,238 @@ def consistent_fit(R, x0, n, scales):
     H = A.T @ A + np.diag(np.concatenate([np.zeros(10 * n), scales ** -2.0]))
     for i, affine in enumerate(blocks):
         H[10 * i:10 * i + 10, 10 * i:10 * i + 10] += PRIOR_WEIGHT * affine.T @ affine
-    P = scipy.linalg.solve_triangular(np.linalg.cholesky(H), np.eye(len(x0)), lower=True).T
-    z = cp.Variable(len(x0))
+    M = np.eye(len(x0))
+    if base is not None:
+        M = M[:, base['null_share'] <= 1 - UNSEEN]
+    L = np.linalg.cholesky(M.T @ H @ M)
+    P = M @ scipy.linalg.solve_triangular(L, np.eye(len(L)), lower=True).T
+    z = cp.Variable(len(L))
     step = P @ z
     divergence = 0
     for i, affine in enumerate(blocks):
         J = cp.reshape(affine @ (x0[10 * i:10 * i + 10] + step[10 * i:10 * i + 10]), (4, 4),
                        order='C')
         divergence += -cp.log_det((J + J.T) / 2) + cp.trace(J) - 4.0
-    extra = x0[10 * n:] + step[10 * n:]
+    extra = (x0[10 * n:] + step[10 * n:])[np.flatnonzero(_nonnegative(n))]
     objective = (cp.sum_squares((A @ P) @ z + residual0) + PRIOR_WEIGHT * divergence
                  + cp.sum_squares(cp.multiply(step[10 * n:], 1.0 / scales)))
-    problem = cp.Problem(cp.Minimize(objective), [extra >= 0])
+    constraints = [extra >= 0]
+    if limits is not None:
+        G, h = limits.inequalities()  # G x >= h
+        constraints.append((G @ P) @ z >= h - G @ x0)
+    problem = cp.Problem(cp.Minimize(objective), constraints)
     try:
-        problem.solve(solver=cp.CLARABEL)
+        problem.solve(solver=cp.CLARABEL, verbose=VERBOSE)
     except cp.SolverError as error:
         raise SolverError(f'the identification program failed: {error}') from None
     if z.value is None or problem.status not in ('optimal', 'optimal_inaccurate'):
         raise SolverError(f'the identification program ended {problem.status!r}')
     x = x0 + P @ np.asarray(z.value, dtype=float)
-    x[10 * n:] = np.maximum(x[10 * n:], 0.0)  # the solver's -1e-18 for a 0
+    x[10 * n:][_nonnegative(n)] = np.maximum(x[10 * n:][_nonnegative(n)], 0.0)  # a -1e-18
     return x
+
+
+# ---------------------------------------------------------------------------- plausibility
+
+
+class Plausibility:
+    """Where each body's mass may be and how much there may be: its bounding ellipsoid
+    (`bounds.bounding_ellipsoids`: tr(Q_i J_i) ≥ 0), its mass within MASS_RANGE × the URDF's
+    (a massless URDF body: up to the mean body mass; the body carrying `link`, where a payload
+    may be: no upper bound but the total's), and the total within 1 ± TOTAL_RANGE of the
+    URDF's, unless the held-out rows say otherwise (`judge_total`)."""
+
+    def __init__(self, model, x0, link=None, mesh_dirs=()):
+        self.model, self.n = model, model.n
+        self.Q, self.sources = zip(*bounding_ellipsoids(model, x0[:10 * model.n],
+                                                        pseudo_inertia, mesh_dirs))
+        m0 = x0[0:10 * self.n:10]
+        typical = float(np.mean(m0[m0 > 0])) if np.any(m0 > 0) else 1.0
+        self.low = MASS_RANGE[0] * m0
+        self.high = np.where(m0 > 0, MASS_RANGE[1] * m0, typical)
+        self.payload_body = None if link is None else model.link_frame(link)[0]
+        if self.payload_body is not None and self.payload_body >= 0:
+            self.high[self.payload_body] = np.inf
+        self.total0 = float(np.sum(m0))
+        self.total = (1 - TOTAL_RANGE) * self.total0, (1 + TOTAL_RANGE) * self.total0
+        self.note = None
+
+    def without_total(self):
+        other = copy.copy(self)
+        other.total = None
+        return other
+
+    def inequalities(self):
+        """(G, h): the limits as G x ≥ h on x (13n,), rows scaled to unit norm."""
+        rows, h = [], []
+        p = (10 + len(JOINT_KINDS)) * self.n
+        for i, Q in enumerate(self.Q):
+            row = np.zeros(p)
+            row[10 * i:10 * i + 10] = Q.reshape(16) @ J_MAP  # tr(Q J) = vec(Q)·vec(J)
+            rows.append(row), h.append(0.0)
+            for sign, bound in ((1.0, self.low[i]), (-1.0, -self.high[i])):
+                if math.isfinite(bound):
+                    row = np.zeros(p)
+                    row[10 * i] = sign
+                    rows.append(row), h.append(bound)
+        if self.total is not None:
+            row = np.zeros(p)
+            row[0:10 * self.n:10] = 1.0
+            rows += [row, -row]
+            h += [self.total[0], -self.total[1]]
+        G, h = np.array(rows), np.array(h)
+        norms = np.linalg.norm(G, axis=1)
+        return G / norms[:, None], h / norms
+
+    def total_active(self, x):
+        total = float(np.sum(x[0:10 * self.n:10]))
+        return self.total is not None and min(abs(total - b) for b in self.total) <= (
+            1e-4 * self.total0)
+
+    def judge_total(self, x, relaxed, ident):
+        """x, or `relaxed` (the fit without the total's bound) when its held-out relative
+        torque error is TOTAL_EVIDENCE lower (the data say the total is not the URDF's: the
+        note says so)."""
+        held = ident.held
+        tau2 = np.maximum(held.tau_squares(), 1e-300)
+        seen = held.rows > 0
+        if not seen.any():
+            self.note = 'total mass at its bound (no held-out rows to judge beyond it)'
+            return x
+        bounded, free = (float(np.sum(held.sse(v)[seen] / tau2[seen])) for v in (x, relaxed))
+        total = float(np.sum(relaxed[0:10 * self.n:10]))
+        if free < (1 - TOTAL_EVIDENCE) * bounded:
+            self.total = None
+            self.note = (f'the held-out torques put the total mass at {total:.4g} kg, '
+                         f"{100 * (total / self.total0 - 1):+.1f} % from the URDF's "
+                         f'{self.total0:.4g} kg, beyond ±{100 * TOTAL_RANGE:g} %')
+            return relaxed
+        self.note = (f'total mass at its bound; without it ({total:.4g} kg) the held-out '
+                     'torques were no better')
+        return x
+
+    def violations(self, x):
+        """What of x is not plausible (beyond the solver's tolerance)."""
+        out = []
+        names = body_link_names(self.model)
+        for i, Q in enumerate(self.Q):
+            theta = x[10 * i:10 * i + 10]
+            J = pseudo_inertia(theta)
+            scale = max(abs(theta[0]), 1e-9)
+            if np.linalg.eigvalsh(J)[0] < -1e-9 * max(np.abs(J).max(), 1e-9):
+                out.append(f'{names[i]}: no mass distribution has these parameters')
+            if np.trace(Q @ J) < -1e-6 * scale:
+                out.append(f'{names[i]}: mass outside its bounding ellipsoid '
+                           f'({self.sources[i]})')
+            if not self.low[i] * (1 - 1e-6) <= theta[0] <= self.high[i] * (1 + 1e-6):
+                out.append(f'{names[i]}: mass {theta[0]:.4g} kg outside '
+                           f'[{self.low[i]:.4g}, {self.high[i]:.4g}]')
+        total = float(np.sum(x[0:10 * self.n:10]))
+        if self.total is not None and not (self.total[0] * (1 - 1e-6) <= total
+                                           <= self.total[1] * (1 + 1e-6)):
+            out.append(f'total mass {total:.4g} kg outside [{self.total[0]:.4g}, '
+                       f'{self.total[1]:.4g}]')
+        return out
+
+    def report(self, x):
+        """{bodies: {link: mass, bounds, ellipsoid source, com inside}, total, note}."""
+        bodies = {}
+        for i, link in enumerate(body_link_names(self.model)):
+            theta = x[10 * i:10 * i + 10]
+            bodies[link] = {'mass': float(theta[0]),
+                            'mass_bounds': [float(self.low[i]), float(self.high[i])],
+                            'ellipsoid': self.sources[i],
+                            'inside': bool(np.trace(self.Q[i] @ pseudo_inertia(theta))
+                                           >= -1e-6 * max(abs(theta[0]), 1e-9))}
+        return {'bodies': bodies, 'total_mass': float(np.sum(x[0:10 * self.n:10])),
+                'total_mass_urdf': self.total0,
+                'total_bounds': None if self.total is None else list(self.total),
+                'note': self.note, 'violations': self.violations(x)}
+
+
+# ---------------------------------------------------------------------------- the checks
+
+
+def checks(ident, result, base):
+    """{'failures': [...], 'lacking': {...}, 'reachable_rank': r*}: what keeps this fit from
+    being written (rank below what this arm's parameters reach, r* of a regressor at random
+    states; a controlled joint that barely slid; held-out torques missing or worse than the
+    URDF's; an implausible body) and what the motion lacked, with how to record a better one.
+    """
+    model, fit = ident.model, ident.fit
+    reachable, share = _reachable(ident)
+    failures = []
+    quiet = [joint for j, joint in enumerate(model.joint_names)
+             if fit.rows[j] < MIN_SLIDING_SHARE * max(ident.samples, 1)]
+    unexcited = [name for k, name in enumerate(ident.names)
+                 if base['null_share'][k] > share[k] + 1e-3 and not ident.excluded[k]]
+    if result['rank'] < reachable:
+        failures.append(f"regressor rank {result['rank']} of the {reachable} this arm's "
+                        f"parameters reach ({ident.p} columns): the motion did not excite "
+                        f'{_grouped(unexcited)}')
+    if quiet:
+        failures.append(f'joints that slid (|qd| >= {SLIDING_SPEED:g} rad/s) in less than '
+                        f'{100 * MIN_SLIDING_SHARE:g} % of the samples: {", ".join(quiet)}')
+    for joint, h in result['holdout']['joints'].items():
+        if h['identified'] is None:
+            failures.append(f'{joint}: no held-out rows')
+        elif h['identified'] > (1 + HOLDOUT_SLACK) * h['urdf']:
+            failures.append(f"{joint}: held-out torque error {100 * h['identified']:.3g} % "
+                            f"worse than the prior's (URDF's) {100 * h['urdf']:.3g} %")
+    failures += [f'implausible: {v}' for v in result['plausibility']['violations']]
+    ranges = {joint: float(r) for joint, r in zip(model.joint_names, ident.q_range())}
+    return {'failures': failures, 'reachable_rank': reachable,
+            'lacking': {'joints': quiet, 'parameters': unexcited, 'ranges': ranges,
+                        'advice': _advice(failures, quiet, ranges, ident)}}
+
+
+def _reachable(ident, samples=120):
+    """(rank, null share per column) of the regressor at random states within the position
+    limits (velocities and accelerations ±1): what a motion exciting everything would see."""
+    model = ident.model
+    rng = np.random.default_rng(0)
+    low, high = np.clip(model.position_limits, -np.pi, np.pi).T
+    q = low + (high - low) * rng.uniform(0.05, 0.95, (samples, model.n))
+    qd = rng.choice([-1.0, 1.0], (samples, model.n)) * rng.uniform(0.2, 1.0, (samples, model.n))
+    qdd = rng.uniform(-1.0, 1.0, (samples, model.n))
+    A = ident.rows(q, qd, qdd).reshape(-1, ident.p) * ~ident.excluded
+    norms = np.linalg.norm(A, axis=0)
+    scale = np.where(norms > 1e-12 * norms.max(), norms, 1.0)
+    _, s, Vt = np.linalg.svd(A / scale, full_matrices=True)
+    rank = int(np.sum(s > RANK_TOLERANCE * s[0]))
+    null = Vt[rank:]
+    return rank, (np.linalg.norm(null, axis=0) if len(null) else np.zeros(ident.p))
+
+
+def _grouped(names, shown=8):
+    """'link_a (m, h_x), joint_b (viscous)' of '<owner>.<kind>' names."""
+    groups = {}
+    for name in names:
+        owner, _, kind = name.rpartition('.')
+        groups.setdefault(owner, []).append(kind)
+    items = [f"{owner} ({', '.join(kinds)})" for owner, kinds in groups.items()]
+    more = f' and {len(items) - shown} more' if len(items) > shown else ''
+    return (', '.join(items[:shown]) + more) or 'nothing identifiable'
+
+
+def _advice(failures, quiet, ranges, ident):
+    if not failures:
+        return ''
+    narrow = [joint for joint, r in ranges.items() if r < MIN_RANGE]
+    seconds = ident.data_time
+    parts = [f'record an excitation (rnea-send-trajectory --excite) longer than this '
+             f'{seconds:.1f} s (at least {MIN_DURATION:g} s)']
+    if quiet or narrow:
+        parts.append('moving ' + ', '.join(sorted(set(quiet) | set(narrow)))
+                     + f' faster than {SLIDING_SPEED:g} rad/s over at least {MIN_RANGE:g} rad')
+    else:
+        parts.append('over wider ranges of every joint')
+    return '; '.join(parts)
+
+
+def _nonnegative(n):
+    """(len(JOINT_KINDS) n,) True where a joint parameter may not be negative."""
+    return np.repeat([kind not in SIGNED for kind in JOINT_KINDS], n)
 
 
 def _divergence_block(theta0, masses):
@@ -403,11 +751,12 @@ def _divergence_block(theta0, masses):
     return np.kron(T, T) @ J_MAP
 
 
-def _status(null_share):
+def _status(null_share, excluded):
     """Per parameter, from the share of its unit vector in the regressor's null space: not
     seen (all of it), identified (none of it), only in combination with others."""
-    return [IDENTIFIED if share < 1e-3 else NOT_SEEN if share > 1 - 1e-6 else COMBINED
-            for share in null_share]
+    return [NOT_IN_MODEL if out else IDENTIFIED if share < 1e-3 else
+            NOT_SEEN if share > 1 - UNSEEN else COMBINED
+            for share, out in zip(null_share, excluded)]
 
 
 def _same(value, prior, group):
@@ -490,6 +839,8 @@ def parameters_yaml(result, model=None, joints=None, clear_payload=False):
     for joint, friction in result['friction'].items():
         entries += [(('friction', joint, kind), float(v)) for kind, v in friction.items()]
     entries.append((('friction_velocity_width',), result['friction_velocity_width']))
+    if 'friction_stribeck_velocity' in result:
+        entries.append((('friction_stribeck_velocity',), result['friction_stribeck_velocity']))
     entries = [(path, value) for path, value in entries if _controlled(path, joints)]
     for path, value in entries:
         parameters.check('.'.join(path), value)
@@ -522,6 +873,14 @@ def _header(result):
              '# Held-out relative torque RMS per joint, URDF -> identified:']
     lines += [f"#   {joint}: {_pct(h['urdf'])} -> {_pct(h['identified'])}"
               for joint, h in held.items()]
+    plausible = result.get('plausibility')
+    if plausible:
+        lines.append(f"# Total mass {plausible['total_mass']:.4g} kg (prior "
+                     f"{plausible['total_mass_urdf']:.4g}); each body inside its bounding "
+                     f'ellipsoid, its mass within {MASS_RANGE[0]:g}-{MASS_RANGE[1]:g}x the prior.')
+    if result.get('friction_models'):
+        lines.append('# Friction models: ' + ', '.join(
+            f'{joint} {model}' for joint, model in result['friction_models'].items()))
     lines.append(f'# Stayed at the prior (URDF) value: {len(stayed)} parameters, e.g. '
                  + ', '.join(stayed[:6]) if stayed else '# Every parameter moved from the prior.')
     return '\n'.join(lines) + '\n'

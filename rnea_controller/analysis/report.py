@@ -7,7 +7,7 @@ the effective delay; the payload; the identification, if any; the verdict.
 """
 import math
 
-from rnea_controller.analysis.identify import NOT_SEEN
+from rnea_controller.analysis.identify import MASS_RANGE, NOT_SEEN
 
 
 def _fmt(value, scale=1.0, digits=3):
@@ -103,14 +103,55 @@ def _identification_lines(result):
         urdf = parameters[f'{link}.m']['urdf']
         lines.append(f"  {link}: mass {urdf:.4g} -> {body['mass']:.4g} kg, com "
                      f"[{', '.join(f'{c:.4g}' for c in body['com'])}] m")
+    models = result.get('friction_models', {})
     for joint, friction in result['friction'].items():
+        extra = ''.join(f', {kind} {friction[kind]:.4g} N·m' for kind in ('offset', 'stribeck')
+                        if friction.get(kind))
         lines.append(f"  {joint}: armature {result['armature'][joint]:.4g} kg·m², viscous "
-                     f"{friction['viscous']:.4g} N·m·s/rad, coulomb {friction['coulomb']:.4g} N·m")
+                     f"{friction['viscous']:.4g} N·m·s/rad, coulomb {friction['coulomb']:.4g} N·m"
+                     + extra + (f' (friction model {models[joint]})' if joint in models else ''))
     payload = result.get('payload')
     if payload:
         lines.append(f"  a payload on {payload['link']} is part of the body of "
                      f"{payload['body_link']}: its mass {payload['mass_change']:+.4g} kg from "
                      f"the URDF's (that mass {payload['mass_status']})")
+    return lines + _plausibility_lines(result) + _file_lines(result)
+
+
+def _plausibility_lines(result):
+    plausible = result.get('plausibility')
+    if not plausible:
+        return []
+    bounds = plausible['total_bounds']
+    lines = [f"  total mass {plausible['total_mass']:.4g} kg (URDF "
+             f"{plausible['total_mass_urdf']:.4g} kg, "
+             + ('unbounded' if bounds is None else f'bounds {bounds[0]:.4g}-{bounds[1]:.4g}')
+             + '); each body inside its bounding ellipsoid ('
+             + ', '.join(sorted({b['ellipsoid'] for b in plausible['bodies'].values()}))
+             + f"), mass within {MASS_RANGE[0]:g}-{MASS_RANGE[1]:g}x the URDF's"]
+    if plausible['note']:
+        lines.append(f"  {plausible['note']}")
+    lines.append(f"  share of the change no prediction of this motion tests: "
+                 f"{100 * result['unseen_change']:.3g} % (set by the prior's divergence)")
+    return lines
+
+
+def _file_lines(result):
+    file, lacking = result.get('file'), result.get('lacking') or {}
+    lines = []
+    if result.get('failures'):
+        lines.append(f"  regressor rank {result['rank']}, reachable {result['reachable_rank']}"
+                     f" of {result['parameters_count']} columns; the motion lacked: joints "
+                     f"{', '.join(lacking.get('joints') or []) or 'none'} (sliding), ranges "
+                     + ', '.join(f'{j} {r:.2g} rad' for j, r in lacking['ranges'].items()))
+        lines.append(f"  to record a better one: {lacking['advice']}")
+    if file is not None:
+        if file['written']:
+            lines.append(f"  parameters file written: {file['written']}")
+        else:
+            lines.append('  no parameters file written (the fit failed its checks)'
+                         + (f"; the earlier one renamed to {file['renamed']}"
+                            if file['renamed'] else ''))
     return lines
 
 

@@ -216,7 +216,7 @@ class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
     def __init__(self, model, names, t0, run_start, payload_link, identify_width=None,
-                 prior_friction=None, holdout=False, tracked=True):
+                 prior_friction=None, holdout=False, tracked=True, mesh_dirs=()):
         self.model, self.names = model, names
         self.tracked = tracked  # False: joint states alone (no reference, no commands)
         self.derivatives = None if tracked else Smoother(decimate=1)  # the residual's q̇, q̈
@@ -224,7 +224,7 @@ class _Analysis:
         self.before_run = 0  # joint states recorded before it
         self.identification = None if identify_width is None else Identification(
             model, payload_link, identify_width, prior_friction=prior_friction,
-            holdout=holdout)
+            holdout=holdout, mesh_dirs=mesh_dirs)
         self.columns = [model.joint_index(n) for n in names]
         limits = model.effort_limits[self.columns]
         self.loop = metrics.TimingStats(t0)
@@ -392,7 +392,7 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         model.link_frame(payload_link)
         analysis = _Analysis(model, names, t0, run_start, payload_link,
                              friction_velocity_width if identify else None, prior_friction,
-                             holdout is not None, tracked)
+                             holdout is not None, tracked, _mesh_dirs(urdf_path))
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         if identify and holdout is not None:
             _stream_holdout(holdout, topics, model, analysis.identification, chunk_size)
@@ -404,6 +404,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         if params_file is not None:
             report['model'].update(params_file=str(params_file), params_file_payload=carried)
     failures = check_thresholds(report, thresholds or {})
+    failures += [f'identification: {f}' for f in report.get('identification', {}).get(
+        'failures', [])]
     report['thresholds'] = {k: float(v) for k, v in (thresholds or {}).items()}
     report['failures'] = failures
     report['passed'] = not failures
@@ -412,10 +414,16 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
     return ValidationResult(report, failures, files)
 
 
+def _mesh_dirs(urdf_path):
+    """Where the URDF's meshes may be: its folder and those above it (a package:// path's
+    package is one of them), for the identification's bounding volumes."""
+    return () if urdf_path is None else tuple(Path(urdf_path).resolve().parents)
+
+
 def _configured(model, names, params_file):
     """(the model with the parameters file's links, armature, payload and gravity; the prior
-    friction (viscous, coulomb) per model joint; the file's payload link or ''), or
-    (model, None, '') without a file."""
+    friction (viscous, coulomb, offset, stribeck) per model joint; the file's payload link or
+    ''), or (model, None, '') without a file."""
     if params_file is None:
         return model, None, ''
     values = parameters_from_file(params_file)
@@ -425,8 +433,10 @@ def _configured(model, names, params_file):
     except ParameterError as error:
         raise ParameterError(f'--params-file {params_file}: {error}') from None
     viscous, coulomb = np.array(model.damping), np.array(model.friction)
+    offset, stribeck = np.zeros(model.n), np.zeros(model.n)
     viscous[cfg.index], coulomb[cfg.index] = cfg.viscous, cfg.coulomb
-    return cfg.model, (viscous, coulomb), values.get('payload.link') or ''
+    offset[cfg.index], stribeck[cfg.index] = cfg.offset, cfg.stribeck
+    return cfg.model, (viscous, coulomb, offset, stribeck), values.get('payload.link') or ''
 
 
 def _stream_holdout(path, topics, model, identification, chunk_size):
@@ -537,21 +547,42 @@ def _plain(value):
     return value
 
 
+PARAMETERS_FILE = 'identified_parameters.yaml'
+REJECTED_SUFFIX = '.old'  # an earlier file, renamed when this run's fit fails its checks
+
+
 def write_outputs(output_dir, report, failures, analysis, model=None):
     """Write report.json, report.md, the plots and, after --identify, the parameters file
-    (checked against `model`); return {kind: path}."""
+    (checked against `model`) when the fit passed its own checks (`identify.checks`), else
+    none: an earlier one there is renamed with REJECTED_SUFFIX (the report says so), as it is
+    not this run's; return {kind: path}."""
     output_dir.mkdir(parents=True, exist_ok=True)
     files = {'json': output_dir / 'report.json', 'markdown': output_dir / 'report.md'}
+    if 'identification' in report:
+        files.update(_parameters_file(output_dir, report, model))
     files['json'].write_text(json.dumps(_plain(report), indent=2) + '\n')
     files['markdown'].write_text(format_markdown(report, failures))
-    if 'identification' in report:
-        files['parameters'] = output_dir / 'identified_parameters.yaml'
-        files['parameters'].write_text(parameters_yaml(
-            report['identification'], model, report['model']['controlled_joints'],
-            clear_payload=bool(report['model'].get('params_file_payload'))))
     if analysis is not None:
         files.update(_write_plots(output_dir, report, analysis))
     return files
+
+
+def _parameters_file(output_dir, report, model):
+    """{'parameters': path} written, or {'previous_parameters': renamed path} or {} when the
+    identification failed; report['identification']['file'] says which."""
+    ident, path = report['identification'], output_dir / PARAMETERS_FILE
+    if not ident['failures']:
+        path.write_text(parameters_yaml(ident, model, report['model']['controlled_joints'],
+                                        clear_payload=bool(report['model'].get(
+                                            'params_file_payload'))))
+        ident['file'] = {'written': str(path), 'renamed': None}
+        return {'parameters': path}
+    renamed = None
+    if path.exists():
+        renamed = path.with_name(path.name + REJECTED_SUFFIX)
+        path.replace(renamed)
+    ident['file'] = {'written': None, 'renamed': None if renamed is None else str(renamed)}
+    return {} if renamed is None else {'previous_parameters': renamed}
 
 
 def _write_plots(output_dir, report, analysis):

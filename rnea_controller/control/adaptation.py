@@ -81,6 +81,8 @@ from typing import TYPE_CHECKING
 from numba import njit
 import numpy as np
 
+from rnea_controller.control.friction import friction_torque
+
 if TYPE_CHECKING:  # the records are law.py's; the law imports this module
     from rnea_controller.control.law import LawModel, LawWork
     from rnea_controller.dynamics.model import RobotModel
@@ -284,7 +286,8 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
     T, theta = work.T, work.theta
     i = model.index[k]
     v, qdd_m = qd[i], work.QDD[2, i]
-    told = model.viscous[k] * v + model.coulomb[k] * np.tanh(v / model.width)
+    told = friction_torque(model.viscous[k], model.coulomb[k], model.offset[k],
+                           model.stribeck[k], model.width, model.stribeck_velocity, v)
     err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
     phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
     for a in range(ESTIMATED):

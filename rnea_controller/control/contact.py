@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from numba import njit, typeof
 import numpy as np
 
+from rnea_controller.control.friction import friction_torque
 from rnea_controller.dynamics import rnea_kernel
 from rnea_controller.dynamics.rnea import body_forces
 
@@ -264,8 +265,9 @@ def _observe(model, forces, rows, last, q, qd, joint, theta, estimating, dt, cou
     for k in range(model.index.shape[0]):
         i = model.index[k]
         v = QD[0, i]
-        expected = (T[0, i] + model.viscous[k] * v
-                    + model.coulomb[k] * np.tanh(v / model.width))
+        expected = T[0, i] + friction_torque(model.viscous[k], model.coulomb[k],
+                                             model.offset[k], model.stribeck[k], model.width,
+                                             model.stribeck_velocity, v)
         if estimating:  # what the arm showed in motion; not d^, a bias: a push is one
             expected += theta[0, k] * QDD[0, i] + theta[1, k] * v
         applied = joint[6, k] / count + (T[1, i] if compensate else 0.0)

@@ -12,9 +12,11 @@ The same compiled call evaluates, as rows of one batch: the law, the feedforward
 RNEA(q_d, qd_d, qdd_d) published on ~/reference and, with `robot_compensates_gravity`, the
 gravity g(q) = RNEA(q, 0, 0) at the measured q.
 
-Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w), with b =
-friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], w =
-friction_velocity_width [rad/s]. It uses the DESIRED velocity: noise-free and known ahead;
+Friction feedforward (issue 13): tau_f = b·qd_d + c·tanh(qd_d / w) + f0 + s·tanh(qd_d / w)·
+exp(-(qd_d / v_s)²) (`friction.friction_torque`, the identification's model too), with b =
+friction.<joint>.viscous [N·m·s/rad], c = friction.<joint>.coulomb [N·m], f0 = .offset [N·m],
+s = .stribeck [N·m], w = friction_velocity_width [rad/s], v_s = friction_stribeck_velocity.
+It uses the DESIRED velocity: noise-free and known ahead;
 the measured qd would feed sensor noise through the (smoothed) sign function and chatter.
 Unset, b and c are 0 (issue 29: `<dynamics>` tags are often a simulator's placeholders; a 1 N·m
 Coulomb term on a 1.4e-4 kg·m² wrist spun it to 6.7 rad/s in 40 ms), or with `friction_source:
@@ -79,6 +81,7 @@ from numba.experimental import structref
 import numpy as np
 
 from rnea_controller.control import adaptation, parameters
+from rnea_controller.control.friction import friction_torque
 from rnea_controller.control.parameters import joint_of_parameter, link_of_parameter
 from rnea_controller.dynamics import rnea_kernel, spatial
 from rnea_controller.dynamics.model import RobotModel
@@ -132,8 +135,8 @@ class LawWork(structref.StructRefProxy):
 
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
-                    'pd', 'compensate', 'forget', 'ceilings', 'scales', 'ki',
-                    'i_clamp', 'inertia', 'dt')
+                    'offset', 'stribeck', 'stribeck_velocity', 'pd', 'compensate', 'forget',
+                    'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature') + adaptation.WORK_FIELDS
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
@@ -188,6 +191,9 @@ class ControllerConfig:
     viscous: np.ndarray
     coulomb: np.ndarray
     friction_width: float
+    offset: np.ndarray
+    stribeck: np.ndarray
+    stribeck_velocity: float
     boost: np.ndarray
     forget: float
     ceilings: np.ndarray
@@ -399,6 +405,8 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     floor = float(values['feedback_inertia_floor'])
     kp0, kd0 = default_gains(model, index, law, floor)
     viscous, coulomb, notes = _friction(values, model, joints, index)
+    offset = _per_joint(values, joints, 'friction.{}.offset', np.zeros(len(index)))
+    stribeck = _per_joint(values, joints, 'friction.{}.stribeck', np.zeros(len(index)))
     config = dict(
         model=model, joints=joints, index=index, law=law,
         kp=_per_joint(values, joints, 'gains.{}.p', kp0),
@@ -413,7 +421,9 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         law_failure_timeout=values['law_failure_timeout'],
         compensates_gravity=values['robot_compensates_gravity'],
         viscous=viscous, coulomb=coulomb, boost=feedback_boost(model, index, law, floor),
-        friction_width=float(values['friction_velocity_width']), values=values,
+        friction_width=float(values['friction_velocity_width']), offset=offset,
+        stribeck=stribeck, stribeck_velocity=float(values['friction_stribeck_velocity']),
+        values=values,
         notes=notes + _links_note(values))
     config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
                                             _joint_inertias(model, index)))
@@ -455,7 +465,8 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
     return _new_law_model(*rnea_kernel.model_arrays(model),
                           *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
                           get('kd'), get('boost'), get('effort_limits'), get('viscous'),
-                          get('coulomb'), float(get('friction_width')),
+                          get('coulomb'), float(get('friction_width')), get('offset'),
+                          get('stribeck'), float(get('stribeck_velocity')),
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
                           float(get('forget')), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
@@ -815,8 +826,9 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        friction = ((model.viscous[k] + theta[1, k]) * qd_d
-                    + model.coulomb[k] * np.tanh(qd_d / model.width))
+        friction = theta[1, k] * qd_d + friction_torque(
+            model.viscous[k], model.coulomb[k], model.offset[k], model.stribeck[k],
+            model.width, model.stribeck_velocity, qd_d)
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
         stiffness = adaptation.damped(model, theta, k) * model.kp[k] * e

@@ -161,12 +161,21 @@ TABLE = (
          'set explicitly (e.g. from rnea-validate --identify) apply with either',
          choices=('none', 'urdf')),
     Spec('friction.<joint>.viscous', 'double', None, 'N·m·s/rad', 'viscous friction feedforward '
-         'b in tau_f = b·qd_d + c·tanh(qd_d / friction_velocity_width), from the desired '
-         'velocity; unset: per friction_source (none: 0; urdf: <dynamics damping>)',
-         low=0.0, high=1e4),
+         'b in tau_f = b·qd_d + c·tanh(qd_d / w) + f0 + s·tanh(qd_d / w)·exp(-(qd_d / v_s)^2) '
+         '(control/friction.py; w = friction_velocity_width, v_s = friction_stribeck_velocity), '
+         'from the desired velocity; unset: per friction_source (none: 0; urdf: <dynamics '
+         'damping>)', low=0.0, high=1e4),
     Spec('friction.<joint>.coulomb', 'double', None, 'N·m', 'Coulomb friction feedforward c (see '
          'friction.<joint>.viscous); unset: per friction_source (none: 0; urdf: <dynamics '
          'friction>)', low=0.0, high=1e4),
+    Spec('friction.<joint>.offset', 'double', None, 'N·m', 'constant torque f0 of the friction '
+         'feedforward (see friction.<joint>.viscous): a bias, or with c the asymmetric Coulomb '
+         'friction c ± f0 while moving up or down; unset: 0', low=-1e4, high=1e4),
+    Spec('friction.<joint>.stribeck', 'double', None, 'N·m', 'Stribeck excess s of the friction '
+         'feedforward (see friction.<joint>.viscous): the static friction above c, fading over '
+         'friction_stribeck_velocity; unset: 0', low=0.0, high=1e4),
+    Spec('friction_stribeck_velocity', 'double', 0.3, 'rad/s', 'velocity v_s over which the '
+         'Stribeck excess fades, exp(-(qd_d / v_s)^2)', low=1e-3, high=10.0),
     Spec('friction_velocity_width', 'double', 0.01, 'rad/s', 'velocity scale of the smoothed '
          'sign tanh(qd_d / width) of the Coulomb feedforward', low=1e-6, high=10.0),
     Spec('estimation.forgetting_time', 'double', 1.0, 's', "time constant of the online "
@@ -461,6 +470,7 @@ def _example(spec):
     return {'joints': ['shoulder_pan_joint', 'elbow_joint'], 'gains.<joint>.p': 400.0,
             'gains.<joint>.d': 40.0, 'effort_limits.<joint>': 100.0,
             'friction.<joint>.viscous': 0.0, 'friction.<joint>.coulomb': 0.0,
+            'friction.<joint>.offset': 0.0, 'friction.<joint>.stribeck': 0.0,
             'contact.<joint>.threshold': 20.0,
             'links.<link>.mass': 2.275, 'links.<link>.com': [0.0, 0.0, 0.25],
             'links.<link>.inertia': [0.0312, 0.0, 0.0, 0.0312, 0.0, 0.004]}[spec.name]
