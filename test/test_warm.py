@@ -78,7 +78,7 @@ def test_a_read_only_install_loads_its_cache_from_the_users_first_start(tmp_path
     """An install warmed at install time, then made read-only, started by a user whose numba
     cache is empty: numba caches in the user's folder, and `seed_user_cache` copies the
     install's there, so that nothing is compiled."""
-    made, _ = install_step(PACKAGE.parent, tmp_path / 'made.json')
+    made, _ = install_step(PACKAGE.parent, tmp_path / 'made.json', {'NUMBA_CACHE_DIR': ''})
     root = tmp_path / 'install'
     shutil.copytree(PACKAGE, root / 'rnea_controller')  # with its cache, as installed
     prefix = read_only_prefix()
