@@ -4,7 +4,8 @@
 
 numba compiles a `@njit(cache=True)` kernel at its first call with a new signature (argument
 types) and saves the machine code in a cache folder (`__pycache__/*.nbi, *.nbc` next to the
-source when that is writable), keyed by the source file's content, the signature and the CPU;
+source when that is writable), keyed by the source file (numba 0.68: its content; older
+releases: its modification time and size), the signature and the CPU;
 a later process loads it: all of the node's kernels in ~1 s, against ~40 s to compile them.
 The node compiles (or loads) its kernels while it configures and activates, in the objects it
 builds then: Controller, ContactObserver, LoopTiming, LoopStats, the action server's
@@ -56,8 +57,8 @@ def cache_report() -> dict:
     has used so far: overloads loaded from numba's disk cache, and compiled (not in it)."""
     report = {}
     for name, kernel in kernels().items():
-        if kernel.signatures:
-            stats = kernel.stats
+        stats = getattr(kernel, 'stats', None)  # numba's counts (None: another numba)
+        if kernel.signatures and stats is not None:
             report[name] = {'loaded': sum(stats.cache_hits.values()),
                             'compiled': sum(stats.cache_misses.values()),
                             'signatures': sorted(str(s) for s in kernel.signatures)}
@@ -103,17 +104,25 @@ def seed_user_cache() -> int:
         index = getattr(getattr(cache, '_cache_file', None), '_index_name', None)
         if index is None:  # not cached, or another numba's internals: it compiles, as before
             continue
-        source = Path(inspect.getfile(kernel.py_func)).with_name('__pycache__')
-        target = Path(cache.cache_path)
-        if source == target or not (source / index).is_file():
+        try:
+            copied += _seed(Path(inspect.getfile(kernel.py_func)).with_name('__pycache__'),
+                            Path(cache.cache_path), index)
+        except OSError:  # an unreadable install: numba compiles, as without this
             continue
-        if (target / index).is_file() and (
-                (target / index).stat().st_mtime >= (source / index).stat().st_mtime):
-            continue
-        data = sorted(source.glob(glob.escape(index[:-len('.nbi')]) + '.*.nbc'))
-        for path in [*data, source / index]:  # the index last: it names the data files
-            copied += _copy(path, target / path.name)
     return copied
+
+
+def _seed(source, target, index):
+    """Copy the index file `index` and its data files from folder `source` to `target` unless
+    they are the same folder, `source` has none, or the index in `target` is as new."""
+    if source == target or not (source / index).is_file():
+        return 0
+    if (target / index).is_file() and (
+            (target / index).stat().st_mtime >= (source / index).stat().st_mtime):
+        return 0
+    data = sorted(source.glob(glob.escape(index[:-len('.nbi')]) + '.*.nbc'))
+    return sum(_copy(path, target / path.name)
+               for path in [*data, source / index])  # the index last: it names the data files
 
 
 def _copy(source, target):
