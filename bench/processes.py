@@ -4,10 +4,11 @@ import signal
 import subprocess
 
 
-def start(args, log):
-    """Run `args` with stdout and stderr to the open file `log`."""
+def start(args, log, cwd=None, env=None):
+    """Run `args` with stdout and stderr to the open file `log`, in `cwd`, with this
+    environment plus `env`."""
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED='1'))
+                            cwd=cwd, env=dict(os.environ, PYTHONUNBUFFERED='1', **(env or {})))
 
 
 def stop(proc):

@@ -6,7 +6,8 @@ coordinates) and the child origin r in the parent frame, so that
     X m   = [E (m_v - r × m_ω);  E m_ω]            (motion, parent -> child)
     Xᵀ f  = [Eᵀ f_f;  Eᵀ f_n + r × Eᵀ f_f]          (force, child -> parent)
 
-Compiled on first use and cached on disk (numba `cache=True`); `warm_up()` compiles ahead.
+Compiled on first use and cached on disk (numba `cache=True`); `warm_up()` compiles ahead, and
+the install step compiles every kernel the node uses (rnea_controller/warm.py).
 """
 from typing import TYPE_CHECKING
 import weakref

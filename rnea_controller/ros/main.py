@@ -21,6 +21,7 @@ from rnea_controller.description_file import read_description
 from rnea_controller.errors import ParameterError, UrdfError
 from rnea_controller.ros import realtime
 from rnea_controller.ros.node import ControllerNode
+from rnea_controller.warm import seed_user_cache
 
 
 def _options(args):
@@ -64,6 +65,7 @@ def main(args=None):
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
     quick_discovery()
+    seed_user_cache()  # a read-only install: its compiled kernels into the user's cache (warm.py)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     # Ctrl-C and SIGTERM set a flag, seen between callbacks, from now on: under ros2 launch a
     # terminal's Ctrl-C comes twice (to the group, and forwarded), and neither may cut short

@@ -36,6 +36,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from rnea_controller import warm
 from rnea_controller.control.law import (
     Controller,
     default_joints,
@@ -76,6 +77,7 @@ class ControllerNode(LifecycleNode):
         self.sources = None  # while active: why the joint states come from several sources
         self.rejected = dict.fromkeys(INPUTS, 0)
         self.states_received = 0
+        self._kernels_logged = False
         self._urdf_from_topic, self._base_model = None, None
         self._subscriptions, self.outputs = [], None
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -157,7 +159,28 @@ class ControllerNode(LifecycleNode):
         self._sources_timer = self.create_timer(SOURCES_PERIOD, self._check_sources,
                                                 clock=self._steady)
         self.get_logger().info('active' + realtime.since_start())
+        self._log_kernels()
         return TransitionCallbackReturn.SUCCESS
+
+    def _log_kernels(self):
+        """How the numba kernels came, at the first activation: loaded from the cache, or
+        compiled (warm.py); each kernel's signatures at debug level."""
+        if self._kernels_logged:
+            return
+        self._kernels_logged = True
+        report = warm.cache_report()
+        loaded, compiled = warm.totals(report)
+        text = f'numba kernels: {loaded} loaded from the cache, {compiled} compiled'
+        if compiled:
+            self.get_logger().warning(
+                f'{text} (none cached for them: the first start after an install without '
+                '`python -m rnea_controller.warm`, or after an edit; docs/install.md)')
+        else:
+            self.get_logger().info(text)
+        for name, entry in report.items():
+            self.get_logger().debug(f"numba kernel {name}: {entry['loaded']} loaded, "
+                                    f"{entry['compiled']} compiled: "
+                                    + ' | '.join(entry['signatures']))
 
     def on_deactivate(self, state):
         self._stop_loop()

@@ -1,0 +1,101 @@
+"""warm.py: after the install step, the node compiles no numba kernel; a read-only install too.
+
+No test here times anything (the seconds are the bench's, bench_startup.py): each checks where
+the node's compiled code came from, in numba's own counts (a dispatcher's cache hits, loaded
+from the disk cache, and misses, compiled), which do not depend on the host's speed.
+"""
+import json
+import os
+from pathlib import Path
+import re
+import shutil
+import subprocess
+import sys
+
+from conftest import console_script, Processes, wait_for
+import pytest
+
+import rnea_controller
+from rnea_controller import default_urdf_path, warm
+
+PACKAGE = Path(rnea_controller.__file__).resolve().parent
+KERNEL_LINE = re.compile(r'numba kernel ([\w.]+): (\d+) loaded, (\d+) compiled: (.*)$')
+
+
+def install_step(package_root, report, env=None, prefix=()):
+    """`python -m rnea_controller.warm --json report` on the package under package_root."""
+    done = subprocess.run([*prefix, sys.executable, '-m', 'rnea_controller.warm', '--json',
+                           str(report)], cwd=package_root, capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, PYTHONPATH=str(package_root),
+                                                **(env or {})))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(Path(report).read_text()), done.stdout
+
+
+def test_every_module_with_a_cached_kernel_is_warmed():
+    found = {'rnea_controller.' + '.'.join(path.relative_to(PACKAGE).with_suffix('').parts)
+             for path in PACKAGE.rglob('*.py')
+             if re.search(r'^@njit\(cache=True', path.read_text(), re.MULTILINE)}
+    assert found == set(warm.KERNEL_MODULES)
+
+
+def test_after_the_install_step_the_node_compiles_nothing(tmp_path):
+    """The install step, then the node on the simulated arm: every kernel signature the node
+    used by its activation is one the install step made, and each was loaded, none compiled."""
+    made, _ = install_step(PACKAGE.parent, tmp_path / 'warm.json')
+    procs = Processes(tmp_path)
+    try:
+        procs.start([console_script('rnea-sim')])
+        controller = procs.start([console_script('rnea-controller'), '--urdf',
+                                  str(default_urdf_path()), '--ros-args', '--log-level',
+                                  'rnea_controller:=debug'])
+        assert wait_for(lambda: 'first command' in procs.output(controller), 120), \
+            procs.output(controller)[-3000:]
+        log = procs.output(controller)
+    finally:
+        procs.close()
+    summary = re.search(r'numba kernels: (\d+) loaded from the cache, (\d+) compiled', log)
+    assert summary and int(summary.group(1)) > 0 and summary.group(2) == '0', log[-3000:]
+    used = [KERNEL_LINE.search(line).groups() for line in log.splitlines()
+            if KERNEL_LINE.search(line)]
+    assert {name for name, *_ in used} >= {'law._law', 'contact._observe', 'goal.keep_worst'}
+    for name, loaded, compiled, signatures in used:
+        assert (int(loaded), int(compiled)) == (len(signatures.split(' | ')), 0), name
+        assert set(signatures.split(' | ')) <= set(made[name]['signatures']), name
+
+
+def read_only_prefix():
+    """How to run a process that the file modes bind: as is, or as root without the
+    capability that overrides them (util-linux's setpriv)."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which('setpriv') is None:
+        pytest.skip('root without setpriv: a read-only folder would still be writable')
+    return ('setpriv', '--bounding-set=-dac_override,-dac_read_search', '--')
+
+
+def test_a_read_only_install_loads_its_cache_from_the_users_first_start(tmp_path):
+    """An install warmed at install time, then made read-only, started by a user whose numba
+    cache is empty: numba caches in the user's folder, and `seed_user_cache` copies the
+    install's there, so that nothing is compiled."""
+    made, _ = install_step(PACKAGE.parent, tmp_path / 'made.json', {'NUMBA_CACHE_DIR': ''})
+    root = tmp_path / 'install'
+    shutil.copytree(PACKAGE, root / 'rnea_controller')  # with its cache, as installed
+    prefix = read_only_prefix()
+    for path in [root, *root.rglob('*')]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    env = {'XDG_CACHE_HOME': str(tmp_path / 'user-cache'), 'NUMBA_CACHE_DIR': ''}
+    try:
+        probe = subprocess.run([*prefix, 'touch', str(root / 'probe')], capture_output=True)
+        assert probe.returncode != 0, 'the install is still writable'
+        report, out = install_step(root, tmp_path / 'user.json', env, prefix)
+    finally:
+        for path in [root, *root.rglob('*')]:
+            path.chmod(path.stat().st_mode | 0o200)
+    loaded, compiled = warm.totals(report)
+    assert loaded > 0 and compiled == 0, out
+    for name, entry in report.items():
+        assert set(entry['signatures']) <= set(made[name]['signatures']), name
+    assert 'files copied from the install' in out
+    assert list((tmp_path / 'user-cache' / 'numba').rglob('law._law-*.nbi')), out
+    assert not list(root.rglob('*.tmp.*'))
