@@ -24,6 +24,8 @@ from rnea_controller.analysis.identify import (
     SLIDING_SPEED,
 )
 from rnea_controller.analysis.smoothing import Smoother
+from rnea_controller.control.friction import friction_torque
+from rnea_controller.control.parameters import defaults
 from rnea_controller.dynamics.rnea import rnea
 
 
@@ -60,14 +62,22 @@ def heldout_rows(bag_path, model, topic='/joint_states', window_s=0.02, chunk_si
     return HeldOut(*(np.concatenate(arrays) for arrays in zip(empty, *parts)))
 
 
-def model_torque(model, viscous=None, coulomb=None, width=DEFAULT_WIDTH):
+STRIBECK_VELOCITY = defaults()['friction_stribeck_velocity']  # [rad/s], the node's default
+
+
+def model_torque(model, viscous=None, coulomb=None, offset=None, stribeck=None,
+                 width=DEFAULT_WIDTH, stribeck_velocity=STRIBECK_VELOCITY):
     """predict(q, qd, qdd) -> tau [N·m] of the node's model: RNEA (with the model's armature)
-    + viscous qd + coulomb tanh(qd / width); friction (n,) default the model's <dynamics>."""
+    + the node's friction model (`control.friction.friction_torque`); viscous, coulomb
+    default the model's <dynamics>, offset and stribeck 0, each (n,)."""
     viscous = np.asarray(model.damping if viscous is None else viscous, float)
     coulomb = np.asarray(model.friction if coulomb is None else coulomb, float)
+    offset = np.zeros(model.n) if offset is None else np.asarray(offset, float)
+    stribeck = np.zeros(model.n) if stribeck is None else np.asarray(stribeck, float)
 
     def predict(q, qd, qdd):
-        return rnea(model, q, qd, qdd) + viscous * qd + coulomb * np.tanh(qd / width)
+        return rnea(model, q, qd, qdd) + friction_torque.py_func(
+            viscous, coulomb, offset, stribeck, width, stribeck_velocity, qd)
     return predict
 
 

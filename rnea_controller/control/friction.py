@@ -16,11 +16,13 @@ and φ3 enter nonlinearly, and of the exponential Stribeck curve (Armstrong-Hél
 from numba import njit
 import numpy as np
 
+Value = float | np.ndarray  # a joint's figure, or an array of them
 KINDS = ('viscous', 'coulomb', 'offset', 'stribeck')  # the parameters, in column order
 
 
 @njit(cache=True)
-def friction_torque(viscous, coulomb, offset, stribeck, width, stribeck_velocity, qd):
+def friction_torque(viscous: 'Value', coulomb: 'Value', offset: 'Value', stribeck: 'Value',
+                    width: float, stribeck_velocity: float, qd: 'Value') -> 'Value':
     """tau_f [N·m] at velocity qd [rad/s] (a float or an array) of the module's model.
 
     >>> float(friction_torque(0.5, 2.0, 0.1, 0.0, 0.01, 0.1, 1.0))
@@ -31,7 +33,7 @@ def friction_torque(viscous, coulomb, offset, stribeck, width, stribeck_velocity
             + stribeck * sign * np.exp(-(qd / stribeck_velocity) ** 2))
 
 
-def friction_columns(qd, width, stribeck_velocity):
+def friction_columns(qd: 'Value', width: float, stribeck_velocity: float) -> np.ndarray:
     """(..., 4) the torque per unit of each of KINDS at qd [rad/s] (`friction_torque`'s)."""
     qd = np.asarray(qd, dtype=float)
     units = np.eye(len(KINDS))
