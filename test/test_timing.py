@@ -427,3 +427,36 @@ def test_stamp_clock_windows_and_bounds():
     for k in range(1001, 2003):  # synchronised again: usable after the next 1 s window
         usable = clock.on_state(k * 1e-3 - 3e-4, k * 1e-3)
     assert usable and clock.offset == pytest.approx(3e-4)
+
+
+def measured_delay(command, true_delay, seed=3):
+    """An ActuationDelay fed 1.2 s of commands `command(t)` published every ms (irregular),
+    the arm's motion asking for the command of `true_delay` [s] before, plus a constant model
+    error and noise, states stamped with ±0.5 ms of jitter; returns it after `estimate`."""
+    from rnea_controller.control.timing import ActuationDelay
+    rng = np.random.default_rng(seed)
+    delay = ActuationDelay(np.array([50.0, 10.0]), 1e-3)
+    t_state = 0.0
+    for k in range(1200):
+        t = k * 1e-3 + rng.uniform(0.0, 3e-4)
+        delay.on_command(t, command(t))
+        stamp = k * 1e-3 + rng.uniform(-5e-4, 5e-4)
+        asked = command(k * 1e-3 - 0.5e-3 - true_delay) + np.array([1.5, -0.3])
+        if k:
+            delay.on_state(stamp, stamp - t_state, asked + rng.normal(0.0, 0.05, 2))
+        t_state = stamp
+    delay.measured_now = delay.estimate()
+    return delay
+
+
+@pytest.mark.parametrize('true_delay', [0.0, 0.004, 0.012, 0.03])
+def test_the_actuation_delay_is_measured_from_the_arm_s_motion(true_delay):
+    """Within a period (the commands are held for one: the arm acts on each for its ms)."""
+    delay = measured_delay(lambda t: np.array([20.0 * math.sin(7.0 * t),
+                                               4.0 * math.sin(11.0 * t + 1.0)]), true_delay)
+    assert delay.measured_now and abs(delay.delay - true_delay) <= 1.5e-3, delay.delay
+
+
+def test_commands_that_do_not_change_tell_no_delay():
+    delay = measured_delay(lambda t: np.array([3.0, -1.0]), 0.012)
+    assert not delay.measured_now and delay.delay is None

@@ -126,3 +126,53 @@ def test_a_stall_of_the_states_in_a_fast_excitation_is_no_contact_and_no_runaway
     assert 'stale: stopping' in result.modes
     assert fastest <= FASTEST, f'{fastest:.2f} x a velocity limit'
     assert not declared, declared
+
+
+def test_the_node_measures_how_late_its_commands_act():
+    """Commands acting 10 ms late (+1 ms mean jitter, + up to a period before the arm's next
+    step): the node measures it from the arm's motion (control/timing.py's ActuationDelay);
+    /diagnostics says it once three measurements agree (here one 3 s motion gives fewer:
+    the adaptation stays on)."""
+    options, told = ROWS['URDF friction tags are placeholders']
+    plant, ref = Plant(URDF, options), reference()
+    node = Node(MODEL, told, ref)
+    run(plant, node, MOVE + HOLD, timing(0.01), START, ref)
+    delay = node.loop.actuation.delay
+    print(f'\nmeasured {node.loop.actuation.measured}: {node.loop.adaptation}')
+    assert delay is not None and 0.009 <= delay <= 0.016, node.loop.actuation.measured
+    assert node.loop.adaptation.startswith('adaptation on')
+
+
+def test_a_delay_beyond_what_the_estimate_can_pair_pauses_it_until_it_is_back():
+    """The decision, on the node's loop: a delay measured at 40 ms or more pauses the
+    estimate, the integral and the stuck rule (a warning, /diagnostics WARN) and the
+    estimates stay; under it again, the adaptation is back."""
+    options, told = ROWS['URDF friction true']
+    plant, ref = Plant(URDF, options), reference()
+    node = Node(MODEL, told, ref)
+    measured = [0.005] * 4 + [0.05] * 6 + [0.006] * 10
+    estimate = node.loop.actuation.estimate
+
+    def fake():
+        estimate()
+        value = measured.pop(0) if measured else 0.006
+        node.loop.actuation.measured = [value] * 5
+        node.loop.actuation.delay = value
+        return True
+    node.loop.actuation.estimate = fake
+    schedules, estimates = [], []
+    tick = node.tick
+
+    def watched(now):
+        tau = tick(now)
+        schedules.append(node.controller.schedule['estimate'])
+        estimates.append(node.controller.estimates.copy())
+        return tau
+    node.tick = watched
+    result = run(plant, node, MOVE + HOLD, timing(0.002), START, ref)
+    said = [text for level, text in result.log if 'adaptation' in text]
+    assert said == ['adaptation paused: command delay 50 ms (beyond what the estimate can '
+                    'pair)', 'adaptation on: command delay 6 ms'], said
+    paused = [k for k, gain in enumerate(schedules) if gain == 0.0]
+    assert paused and np.array_equal(estimates[paused[0]], estimates[paused[-1]])
+    assert schedules[-1] == 1.0

@@ -49,6 +49,7 @@ class Timing:
     delay_jitter: float = 0.0
     missed: float = 0.0
     burst: int = 1
+    long_pauses: float = 0.1
     jitter: float = 0.0
     transit: float = 2e-4
     stall: tuple | None = None
@@ -56,16 +57,18 @@ class Timing:
 
     def pauses(self, duration, period):
         """[(start, end)] [s] of the node's pauses: `missed` of the ticks fall in one, each
-        1 to 3 periods long, one in ten up to `burst` periods, at random times."""
+        1 to 3 periods long, `long_pauses` of them (one in ten) up to `burst` periods, at
+        random times."""
         rng = np.random.default_rng(self.seed)
         out, t = [], 0.05
         if self.missed <= 0.0:
             return out
-        mean_length = (0.9 * 2.0 + 0.1 * (1 + self.burst) / 2.0) * period
+        share = self.long_pauses
+        mean_length = ((1.0 - share) * 2.0 + share * (1 + self.burst) / 2.0) * period
         gap = mean_length / self.missed  # the mean time from one pause's start to the next
         while t < duration:
             t += rng.exponential(gap)
-            longest = self.burst if rng.random() < 0.1 else min(3, self.burst)
+            longest = self.burst if rng.random() < share else min(3, self.burst)
             length = rng.integers(1, longest + 1) * period - rng.uniform(0.0, 0.5 * period)
             out.append((t, t + length))
             t += length

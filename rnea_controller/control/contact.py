@@ -66,7 +66,8 @@ class ContactObserver:
         n, m = cfg.model.n, len(cfg.joints)
         self._joint = np.zeros((len(ROWS), m))  # per joint: ROWS
         (self.residual, self.peak, self.thresholds, self.threshold, _, _,
-         self._applied, self._spread) = self._joint
+         self._applied, self._spread, self.expected) = self._joint
+        self.judged = False  # the last `update` judged its interval (`expected` is its)
         self._recent = np.zeros((1, m))  # the last commands, a ring (`configure` sizes it)
         self._newest = 0  # the ring's row of the newest command
         self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
@@ -108,10 +109,8 @@ class ContactObserver:
         self._joint[5] = np.maximum(np.asarray(cfg.model.friction, float)[index] - cfg.coulomb,
                                     0.0)
         self.threshold[:] = self.thresholds + self._joint[5]
-        window = 1 + int(np.ceil(float(values['contact.command_delay']) / cfg.period))
-        if self._recent.shape != (window, len(cfg.joints)):
-            self._recent = np.zeros((window, len(cfg.joints)))
         self._cfg = cfg
+        self.set_delay(0.0)
         self._forces = np.zeros((1, cfg.model.n, 6))
         self._entry = self._seen = None
 
@@ -127,10 +126,21 @@ class ContactObserver:
     def commanded(self, tau: np.ndarray) -> None:
         """A command tau (m,) [N·m] was published: it acts until the next state (or, late,
         within `contact.command_delay`: `_delay_allowance`)."""
-        self._applied += tau
         self._count += 1
         self._newest = (self._newest + 1) % self._recent.shape[0]
         self._recent[self._newest] = tau
+        self._applied += tau
+
+    def set_delay(self, measured: float) -> None:
+        """The window of `_delay_allowance`: `contact.command_delay`, or the command delay the
+        loop measured [s] if longer (control/timing.py's AdaptationSchedule: a late loop's
+        commands act later still). The commands already seen stay in it."""
+        cfg = self._cfg
+        delay = max(float(cfg.values['contact.command_delay']), measured)
+        window = 1 + int(np.ceil(min(delay, MAX_DELAY) / cfg.period))
+        if self._recent.shape != (window, len(cfg.joints)):
+            self._recent = np.resize(self._recent, (window, len(cfg.joints)))
+            self._newest %= window
 
     def _delay_allowance(self):
         """Per joint, how much the commands changed over the last `contact.command_delay`
@@ -154,6 +164,7 @@ class ContactObserver:
         {link: wrench} the law compensates (~/external_wrench), part of the model here."""
         count = self._count
         self._count = 0
+        self.judged = False
         self._watch_frozen(q)
         if not self._started or count == 0 or not self._regular(dt):
             self._last[0], self._last[1] = q, qd
@@ -169,6 +180,7 @@ class ContactObserver:
                 _NO_ESTIMATES if estimates is None else estimates, estimates is not None,
                 float(dt), float(count), self.bandwidth)
         worst = self._call(args)
+        self.judged = True
         return worst if self.enabled and self.armed else -1
 
     def _regular(self, dt):
@@ -236,9 +248,10 @@ def _same(args, last):
 
 
 ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance c',
-        'applied', 'allowance delay')  # the rows of ContactObserver._joint
+        'applied', 'allowance delay', 'expected')  # the rows of ContactObserver._joint
 _NO_ESTIMATES = np.zeros((3, 1))
 FROZEN = 50  # new states in a row that repeat the previous one exactly: no arm answers
+MAX_DELAY = 0.5  # [s] the longest window of the delay allowance
 GAP = 3.0  # an interval between states over this x the usual one is not judged (_regular)
 RATE_CHANGE = 20  # ... and after this many such in a row, the stream has a new rate
 
@@ -272,6 +285,7 @@ def _observe(model, forces, rows, last, q, qd, joint, theta, estimating, dt, cou
             expected += theta[0, k] * QDD[0, i] + theta[1, k] * v
         applied = joint[6, k] / count + (T[1, i] if compensate else 0.0)
         joint[6, k] = 0.0
+        joint[8, k] = expected - (T[1, i] if compensate else 0.0)  # as a command would be
         external = expected - applied
         if np.isfinite(external):
             residual[k] += alpha * (external - residual[k])

@@ -314,3 +314,113 @@ class LoopTiming:
             return min(self.estimator.latency(publish, self.stamp_ns * 1e-9), MAX_HORIZON)
         self.estimator.mean = self.latency
         return self.latency
+
+
+class ActuationDelay:
+    """How long after its publication a command acts on the arm [s], measured from the arm's
+    own motion (issue 35): DDS, the driver, the controller_manager's cycle and a loaded host
+    add milliseconds that no stamp shows (the arm's motion lagged its commands by over 6 ms
+    on a loaded 2-core host). The loop reports it, widens the contact observer's delay
+    allowance to it and pauses the adaptation where it is beyond what the estimate can pair
+    (ros/loop.py).
+
+    `on_command(t, tau)`: a command published at t [s] (the stamps' clock); `on_state(t, dt,
+    torque)`: over the dt [s] up to the state stamped t [s], the arm's motion asked for
+    `torque` (m,) [N·m] (the contact observer's model torque: its momentum change M Δqd / dt
+    plus the rest of the model, what the commands must have been, but for a contact and the
+    model's error). `estimate()` (once a second, in the tick's slack) compares them over BIN
+    states at a time (a bin's torque is its impulse over its time: exact in the momentum,
+    and the stamps' jitter stays at its ends): for each delay δ of CANDIDATES, the mean
+    command over the bin's time moved back by δ against the bin's torque, per joint; the δ
+    whose difference varies least over the last HORIZON (each joint scaled by its effort
+    limit: a constant model error does not vary; fitting out what a rotor inertia or a
+    friction would add was tried and absorbed the delay itself) is a measurement, if the
+    commands moved enough to tell (a spread of MOVING of a limit) and it leaves at most CLEAR
+    of the variance the worst candidate leaves. `delay` is the median of the last MEDIAN
+    measurements (None before the first); `ticks(period)` it in whole periods.
+    """
+
+    CANDIDATES = np.arange(0.0, 0.0605, 0.001)  # [s]
+    HORIZON = 0.5  # [s] of states and commands compared
+    BIN = 10  # states per comparison
+    MOVING = 0.01  # the commands' spread (std / effort limit) needed to measure
+    CLEAR = 0.8  # the best delay's variance at most this x the worst's
+    MEDIAN = 5  # measurements
+
+    def __init__(self, limits: np.ndarray, period: float) -> None:
+        m = len(limits)
+        self.limits = np.asarray(limits, dtype=float)
+        size = int(round((self.HORIZON + self.CANDIDATES[-1]) / period)) + 64
+        self._commands = (np.full(size, -np.inf), np.zeros((size, m)))
+        self._states = (np.full(size, -np.inf), np.zeros(size), np.zeros((size, m)))
+        self._c = self._s = 0
+        self.measured = []
+        self.delay = None
+
+    def on_command(self, t: float, tau: np.ndarray) -> None:
+        times, values = self._commands
+        i = self._c % len(times)
+        times[i], values[i] = t, tau
+        self._c += 1
+
+    def on_state(self, t: float, dt: float, torque: np.ndarray) -> None:
+        times, spans, impulses = self._states
+        i = self._s % len(times)
+        times[i], spans[i], impulses[i] = t, dt, torque * dt
+        self._s += 1
+
+    def estimate(self) -> bool:
+        """One measurement (see the class doc); True if it was made."""
+        bins = self._bins()
+        if bins is None:
+            return False
+        start, end, asked = bins
+        order = np.argsort(self._commands[0])
+        t, tau = self._commands[0][order], self._commands[1][order]
+        known = np.isfinite(t)
+        t, tau = t[known], tau[known]
+        if len(t) < 2 or not np.any(np.std(tau[t > end[-1] - self.HORIZON], axis=0)
+                                    / self.limits > self.MOVING):
+            return False
+        integral = np.vstack((np.zeros(tau.shape[1]),
+                              np.cumsum(tau[:-1] * np.diff(t)[:, None], axis=0)))
+        shifted = [_integral(t, tau, integral, edge[None, :] - self.CANDIDATES[:, None])
+                   for edge in (start, end)]
+        inside = (start - self.CANDIDATES[-1] >= t[0])
+        if inside.sum() < 20:
+            return False
+        mean = (shifted[1] - shifted[0]) / (end - start)[None, :, None]
+        gap = (mean[:, inside] - asked[inside]) / self.limits  # (candidates, bins, m)
+        cost = np.var(gap, axis=1).sum(axis=1)
+        best = int(np.argmin(cost))
+        if not cost[best] <= self.CLEAR * cost.max():
+            return False
+        self.measured = (self.measured + [float(self.CANDIDATES[best])])[-self.MEDIAN:]
+        self.delay = float(np.median(self.measured))
+        return True
+
+    def _bins(self):
+        """(start, end [s], mean torque asked (bins, m)) of the states of the last HORIZON,
+        BIN at a time in stamp order; None if too few."""
+        times, spans, impulses = self._states
+        order = np.argsort(times)
+        times, spans, impulses = times[order], spans[order], impulses[order]
+        count = int((times > times[-1] - self.HORIZON).sum()) // self.BIN * self.BIN
+        if count < 20 * self.BIN:
+            return None
+        times, spans, impulses = times[-count:], spans[-count:], impulses[-count:]
+        first = np.arange(0, count, self.BIN)
+        start, end = times[first] - spans[first], times[first + self.BIN - 1]
+        asked = np.add.reduceat(impulses, first, axis=0) / (end - start)[:, None]
+        return start, end, asked
+
+    def ticks(self, period: float) -> int:
+        """The delay in whole periods (0 before the first measurement)."""
+        return 0 if self.delay is None else int(round(self.delay / period))
+
+
+def _integral(t, tau, integral, x):
+    """∫ tau up to x [s] (any shape) of the piecewise-constant commands tau (k, m) published
+    at t (k,) [s], from t[0], with `integral` its values at t: (*x.shape, m)."""
+    i = np.clip(np.searchsorted(t, x, 'right') - 1, 0, len(t) - 1)
+    return integral[i] + tau[i] * (x - t[i])[..., None]

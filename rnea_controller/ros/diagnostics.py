@@ -17,7 +17,9 @@ previous one's cost); timing (docs/timing.md): latency [ms] (running mean of L, 
 state's stamp to its command's effect), latency compensation, phase lock offset [ms] (ticks
 after the states' arrival), velocity source (measured or estimated), unstamped states, stamp
 offset [ms] and stamps (used, or re-based by the offset: StampClock); joint_states publishers
-(issue 26: 'one', or their count and names).
+(issue 26: 'one', or their count and names); adaptation (issue 35: on or paused, with the
+actuation delay measured from the arm's motion: control/timing.py's ActuationDelay; WARN while
+paused).
 """
 import math
 import time
@@ -55,6 +57,7 @@ def status_values(node):
                                                      strict=True)},
         'diagnostics publish [us]': f'{(loop.diagnostics_time if loop else 0.0) * 1e6:.0f}',
         **(timing_values(loop.timing) if loop else {}),
+        'adaptation': loop.adaptation if loop else 'not active',
     }
 
 
@@ -98,6 +101,8 @@ def make_status(node, stamp):
         level, message = DiagnosticStatus.ERROR, f'{node.mode}; {node.sources or ""}'.rstrip('; ')
     elif node.mode.startswith(('stale', 'waiting', 'law')) or (timing and not timing.clock.usable):
         level, message = DiagnosticStatus.WARN, node.mode
+    elif node.loop and node.loop.adaptation.startswith('adaptation paused'):
+        level, message = DiagnosticStatus.WARN, f'{node.mode}; {node.loop.adaptation}'
     else:
         level, message = DiagnosticStatus.OK, node.mode
     status = DiagnosticStatus(

@@ -29,12 +29,15 @@ import numpy as np
 from rnea_controller.control import modes
 from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.parameters import latency_setting
-from rnea_controller.control.timing import LoopTiming, predict
+from rnea_controller.control.timing import ActuationDelay, LoopTiming, predict
 from rnea_controller.ros import realtime
 
 LATE = 5.0  # the newest state is believed while younger than this x the usual interval ...
 LATE_FLOOR = 0.01  # [s] ... or than this
 FADE = 0.05  # [s] the time constant of the last feedback's fading while blind
+MEASURE_EVERY = 0.25  # [s] the actuation delay is measured this often
+PAIRED = 0.04  # [s] the adaptation pauses while the actuation delay measured is this or more
+SURE = 3  # measurements before the delay is said and acted on (one alone can be wrong)
 
 
 class ControlLoop:
@@ -71,6 +74,10 @@ class ControlLoop:
         self._ref = np.zeros((3, len(cfg.joints)))
         self._error = np.zeros((2, len(cfg.joints)))  # e, ed at the newest state believed
         self._interval = cfg.period  # [s] the usual interval between new states (`_late`)
+        controller.set_schedule()
+        self.adaptation = 'adaptation on: command delay not measured yet (needs motion)'
+        self.actuation = ActuationDelay(cfg.effort_limits, cfg.period)  # publication to effect
+        self._actuation_due = clock() + MEASURE_EVERY
         self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
@@ -154,6 +161,7 @@ class ControlLoop:
                              self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
         self._publish_delay += 0.01 * (self.clock() - t_start - self._publish_delay)
+        self.actuation.on_command(now_ns * 1e-9 + self._publish_delay, tau)
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
 
@@ -164,6 +172,8 @@ class ControlLoop:
         observer = self.observer
         k = observer.update(state.q, state.qd, state_dt,
                             self.controller.estimates if cfg.forget < 1.0 else None, wrench)
+        if observer.judged:  # the torque the arm's motion asked for over the interval
+            self.actuation.on_state(self.timing.stamp_ns * 1e-9, state_dt, observer.expected)
         if k >= 0 and self.modes.touched(cfg, state.q, cfg.joints[k],
                                          float(observer.residual[k]), observer.threshold[k]):
             self.controller.reset()  # the integral, and estimates a blocked arm corrupts
@@ -183,6 +193,32 @@ class ControlLoop:
             if 0.0 < dt <= cfg.state_timeout:
                 return dt
         return cfg.period
+
+    def _measure_actuation(self, cfg):
+        """Every MEASURE_EVERY, in the slack after the command: the actuation delay from the
+        arm's motion (control/timing.py's ActuationDelay), on /diagnostics and in the contact
+        observer's delay allowance. The estimate pairs a window of 10 states with the
+        commands published meanwhile: at PAIRED (four windows) or more the pairing means
+        nothing, and the adaptation pauses (issue 23's law with what it learnt: its floor)
+        and says so, until the delay is back under it. The delay is the median of the last
+        measurements, used once there are SURE of them: on an arm whose friction the model
+        lacks, single measurements of 60 ms came out of a 3 ms delay."""
+        actuation = self.actuation
+        if not actuation.estimate() or len(actuation.measured) < SURE:
+            return
+        delay = actuation.delay
+        paired = delay < PAIRED
+        said = (f'adaptation {"on" if paired else "paused"}: command delay {delay * 1e3:.0f} ms'
+                + ('' if paired else ' (beyond what the estimate can pair)'))
+        if said.split(':')[0] != self.adaptation.split(':')[0]:
+            self._log('info' if paired else 'warning', said)
+            self._diagnostics_due = 0.0
+            if paired:
+                self.controller.set_schedule()
+            else:
+                self.controller.set_schedule(0.0, 0.0, False)
+        self.adaptation = said
+        self.observer.set_delay(delay)
 
     def _late(self, state_dt):
         """[s] how old the newest state may be before the law stops believing it: LATE times
@@ -251,6 +287,10 @@ class ControlLoop:
         """Loop statistics, and the 1 Hz diagnostics in the slack after the command."""
         t_end = self.clock()
         self.stats.record(t_start, t_end, cfg.period)
+        if t_end >= self._actuation_due:
+            self._actuation_due = t_end + MEASURE_EVERY
+            self._measure_actuation(cfg)
+            t_end = self.clock()
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
             self.outputs.diagnostics(self.status())
