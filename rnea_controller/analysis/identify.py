@@ -560,6 +560,9 @@ class Plausibility:
         self.payload_body = None if link is None else model.link_frame(link)[0]
         if self.payload_body is not None and self.payload_body >= 0:
             self.high[self.payload_body] = np.inf
+            own = _own_mass(model, body_link_names(model)[self.payload_body])
+            if own is not None and own > 0:  # a hand or tool the URDF fixes to it may be off
+                self.low[self.payload_body] = MASS_RANGE[0] * min(own, m0[self.payload_body])
         self.total0 = float(np.sum(m0))
         self.total = (1 - TOTAL_RANGE) * self.total0, (1 + TOTAL_RANGE) * self.total0
         self.note = None
@@ -642,19 +645,41 @@ class Plausibility:
         return out
 
     def report(self, x):
-        """{bodies: {link: mass, bounds, ellipsoid source, com inside}, total, note}."""
+        """{bodies: {link: mass [kg], mass_bounds [kg], at_bound ('lower', 'upper' or None),
+        com [m] (body frame), ellipsoid (its source), com_inside (the com inside the
+        ellipsoid), inside (all of the mass: tr(Q J) ≥ 0)}, total_mass [kg],
+        total_mass_urdf [kg], total_bounds, note, violations}."""
         bodies = {}
         for i, link in enumerate(body_link_names(self.model)):
             theta = x[10 * i:10 * i + 10]
+            scale = max(abs(theta[0]), 1e-9)
+            com = theta[1:4] / scale
+            near = [side for side, bound in (('lower', self.low[i]), ('upper', self.high[i]))
+                    if math.isfinite(bound) and abs(theta[0] - bound) <= 1e-4 * scale]
             bodies[link] = {'mass': float(theta[0]),
                             'mass_bounds': [float(self.low[i]), float(self.high[i])],
-                            'ellipsoid': self.sources[i],
+                            'at_bound': near[0] if near else None,
+                            'com': com.tolist(), 'ellipsoid': self.sources[i],
+                            'com_inside': bool(np.append(com, 1.0) @ self.Q[i]
+                                               @ np.append(com, 1.0) >= -1e-6),
                             'inside': bool(np.trace(self.Q[i] @ pseudo_inertia(theta))
-                                           >= -1e-6 * max(abs(theta[0]), 1e-9))}
+                                           >= -1e-6 * scale)}
         return {'bodies': bodies, 'total_mass': float(np.sum(x[0:10 * self.n:10])),
                 'total_mass_urdf': self.total0,
                 'total_bounds': None if self.total is None else list(self.total),
                 'note': self.note, 'violations': self.violations(x)}
+
+
+def _own_mass(model, link):
+    """[kg] the URDF's mass of `link` alone (not of the links fixed to it), or None."""
+    import xml.etree.ElementTree as ET
+    if not model.urdf:
+        return None
+    for element in ET.fromstring(model.urdf).findall('link'):
+        if element.get('name') == link:
+            mass = element.find('inertial/mass')
+            return 0.0 if mass is None else float(mass.get('value'))
+    return None
 
 
 # ---------------------------------------------------------------------------- the checks
