@@ -124,7 +124,9 @@ def child_validate(bag, out, identify=False, **options):
             'condition_number': identification.get('condition_number'),
             'solve_s': identification.get('solve_time_s'),
             'holdout': {joint: (h.get('urdf'), h.get('identified'))
-                        for joint, h in holdout.items()}}
+                        for joint, h in holdout.items()},
+            'plausibility': identification.get('plausibility'),
+            'file_written': 'parameters' in result.files}
 
 
 def child_rosbags(bag):
@@ -253,8 +255,18 @@ def real_recording():
     for joint, (urdf, identified) in ident['holdout'].items():
         print(f'       held-out torque RMS {joint}: URDF {_pct(urdf)}, identified '
               f'{_pct(identified)}')
-    ok = ident['seconds'] <= 60.0
-    print(f'  target identification of the real recording <= 60 s: {"PASS" if ok else "FAIL"}')
+    plausible = ident['plausibility']
+    bodies = plausible['bodies']
+    print(f"       total mass {plausible['total_mass']:.2f} kg (URDF "
+          f"{plausible['total_mass_urdf']:.2f} kg), bodies inside their ellipsoids "
+          f"{sum(b['inside'] and b['com_inside'] for b in bodies.values())} of {len(bodies)}, "
+          'masses ' + ', '.join(f"{b['mass']:.2f}" for b in bodies.values()) + ' kg; at a bound: '
+          + (', '.join(f"{link} ({b['at_bound']})" for link, b in bodies.items()
+                       if b['at_bound']) or 'none')
+          + f"; parameters file {'written' if ident['file_written'] else 'NOT written'}")
+    ok = ident['seconds'] <= 60.0 and ident['file_written'] and not plausible['violations']
+    print(f'  target identification of the real recording <= 60 s, plausible, file written: '
+          f'{"PASS" if ok else "FAIL"}')
     return ok
 
 

@@ -41,8 +41,10 @@ class HeldOut:
     mask: np.ndarray
 
 
-def heldout_rows(bag_path, model, topic='/joint_states', window_s=0.02, chunk_size=20000):
-    """The held-out rows of the joint states on `topic` of a bag (`HeldOut`)."""
+def heldout_rows(bag_path, model, topic='/joint_states', window_s=0.02, chunk_size=20000,
+                 whole=False):
+    """The held-out rows of the joint states on `topic` of a bag (`HeldOut`); `whole`: a
+    second bag's (`rnea-validate --holdout`), every sample of it held out."""
     smoother, start, parts = Smoother(window_s), None, []
     with BagReader(bag_path) as bag:
         bag.require(topic, 'sensor_msgs/msg/JointState')
@@ -53,7 +55,7 @@ def heldout_rows(bag_path, model, topic='/joint_states', window_s=0.02, chunk_si
             t, q, qd, qdd, tau = out
             start = t[0] if start is None else start
             block = ((t - start) * 1e-9 // HOLDOUT_BLOCK).astype(np.int64)
-            held = (block % HOLDOUT_EVERY) == 2
+            held = ((block % HOLDOUT_EVERY) == 2) | whole
             mask = held[:, None] & smoother.steady & (np.abs(qd) >= SLIDING_SPEED)
             keep = mask.any(axis=1)
             parts.append((q[keep], qd[keep], qdd[keep], tau[keep], mask[keep]))

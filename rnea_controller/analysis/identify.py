@@ -109,6 +109,9 @@ FRICTION_MODELS = {'viscous+coulomb': (), '+offset': ('offset',),
 SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the held-out error this much
 HOLDOUT_SLACK = 0.1  # the fit fails when a joint's held-out error exceeds the prior's by this
 MASS_RANGE = (0.5, 2.0)  # a body's mass within these multiples of the URDF's
+# a bound the optimum sits on is met within this (relative; Clarabel's "optimal_inaccurate"
+# stops at a feasibility of about 1e-5, a physically meaningless excess)
+BOUND_SLACK = 1e-4
 TOTAL_RANGE = 0.2  # the total mass within ±20 % of the URDF's, unless held-out rows say not
 TOTAL_EVIDENCE = 0.01  # ...: the held-out relative error 1 % lower without that bound
 MIN_SLIDING_SHARE = 0.1  # a joint sliding in fewer of the samples was not excited
@@ -546,8 +549,10 @@ class Plausibility:
     """Where each body's mass may be and how much there may be: its bounding ellipsoid
     (`bounds.bounding_ellipsoids`: tr(Q_i J_i) ≥ 0), its mass within MASS_RANGE × the URDF's
     (a massless URDF body: up to the mean body mass; the body carrying `link`, where a payload
-    may be: no upper bound but the total's), and the total within 1 ± TOTAL_RANGE of the
-    URDF's, unless the held-out rows say otherwise (`judge_total`)."""
+    may be: no upper bound but the total's, and a lower one of MASS_RANGE[0] × its own link's
+    mass, as a hand or tool the URDF fixes to that link may be off the arm), and the total
+    within 1 ± TOTAL_RANGE of the URDF's, unless the held-out rows say otherwise
+    (`judge_total`)."""
 
     def __init__(self, model, x0, link=None, mesh_dirs=()):
         self.model, self.n = model, model.n
@@ -560,6 +565,9 @@ class Plausibility:
         self.payload_body = None if link is None else model.link_frame(link)[0]
         if self.payload_body is not None and self.payload_body >= 0:
             self.high[self.payload_body] = np.inf
+            own = _own_mass(model, body_link_names(model)[self.payload_body])
+            if own is not None and own > 0:  # a hand or tool the URDF fixes to it may be off
+                self.low[self.payload_body] = MASS_RANGE[0] * min(own, m0[self.payload_body])
         self.total0 = float(np.sum(m0))
         self.total = (1 - TOTAL_RANGE) * self.total0, (1 + TOTAL_RANGE) * self.total0
         self.note = None
@@ -628,33 +636,55 @@ class Plausibility:
             scale = max(abs(theta[0]), 1e-9)
             if np.linalg.eigvalsh(J)[0] < -1e-9 * max(np.abs(J).max(), 1e-9):
                 out.append(f'{names[i]}: no mass distribution has these parameters')
-            if np.trace(Q @ J) < -1e-6 * scale:
+            if np.trace(Q @ J) < -BOUND_SLACK * scale:
                 out.append(f'{names[i]}: mass outside its bounding ellipsoid '
                            f'({self.sources[i]})')
-            if not self.low[i] * (1 - 1e-6) <= theta[0] <= self.high[i] * (1 + 1e-6):
+            if not self.low[i] * (1 - BOUND_SLACK) <= theta[0] <= self.high[i] * (1 + BOUND_SLACK):
                 out.append(f'{names[i]}: mass {theta[0]:.4g} kg outside '
                            f'[{self.low[i]:.4g}, {self.high[i]:.4g}]')
         total = float(np.sum(x[0:10 * self.n:10]))
-        if self.total is not None and not (self.total[0] * (1 - 1e-6) <= total
-                                           <= self.total[1] * (1 + 1e-6)):
+        if self.total is not None and not (self.total[0] * (1 - BOUND_SLACK) <= total
+                                           <= self.total[1] * (1 + BOUND_SLACK)):
             out.append(f'total mass {total:.4g} kg outside [{self.total[0]:.4g}, '
                        f'{self.total[1]:.4g}]')
         return out
 
     def report(self, x):
-        """{bodies: {link: mass, bounds, ellipsoid source, com inside}, total, note}."""
+        """{bodies: {link: mass [kg], mass_bounds [kg], at_bound ('lower', 'upper' or None),
+        com [m] (body frame), ellipsoid (its source), com_inside (the com inside the
+        ellipsoid), inside (all of the mass: tr(Q J) ≥ 0)}, total_mass [kg],
+        total_mass_urdf [kg], total_bounds, note, violations}."""
         bodies = {}
         for i, link in enumerate(body_link_names(self.model)):
             theta = x[10 * i:10 * i + 10]
+            scale = max(abs(theta[0]), 1e-9)
+            com = theta[1:4] / scale
+            near = [side for side, bound in (('lower', self.low[i]), ('upper', self.high[i]))
+                    if math.isfinite(bound) and abs(theta[0] - bound) <= 1e-4 * scale]
             bodies[link] = {'mass': float(theta[0]),
                             'mass_bounds': [float(self.low[i]), float(self.high[i])],
-                            'ellipsoid': self.sources[i],
+                            'at_bound': near[0] if near else None,
+                            'com': com.tolist(), 'ellipsoid': self.sources[i],
+                            'com_inside': bool(np.append(com, 1.0) @ self.Q[i]
+                                               @ np.append(com, 1.0) >= -BOUND_SLACK),
                             'inside': bool(np.trace(self.Q[i] @ pseudo_inertia(theta))
-                                           >= -1e-6 * max(abs(theta[0]), 1e-9))}
+                                           >= -BOUND_SLACK * scale)}
         return {'bodies': bodies, 'total_mass': float(np.sum(x[0:10 * self.n:10])),
                 'total_mass_urdf': self.total0,
                 'total_bounds': None if self.total is None else list(self.total),
                 'note': self.note, 'violations': self.violations(x)}
+
+
+def _own_mass(model, link):
+    """[kg] the URDF's mass of `link` alone (not of the links fixed to it), or None."""
+    import xml.etree.ElementTree as ET
+    if not model.urdf:
+        return None
+    for element in ET.fromstring(model.urdf).findall('link'):
+        if element.get('name') == link:
+            mass = element.find('inertial/mass')
+            return 0.0 if mass is None else float(mass.get('value'))
+    return None
 
 
 # ---------------------------------------------------------------------------- the checks

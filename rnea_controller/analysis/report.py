@@ -69,8 +69,13 @@ def _delay_line(delay):
 def _payload_line(residual):
     if residual['payload_kg'] is None:
         return 'estimated payload: - (no measured effort in the joint states)'
-    return (f"estimated payload: {residual['payload_kg']:.3f} kg "
+    line = (f"estimated payload: {residual['payload_kg']:.3f} kg "
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
+    if residual['payload_kg'] < -max(3 * residual['payload_std_kg'], 0.01):
+        line += (f" (negative: the model carries {-residual['payload_kg']:.3g} kg more at "
+                 f"{residual['payload_link']} than the arm did, e.g. a hand or tool in the "
+                 'URDF that was not on the arm)')
+    return line
 
 
 def _identification_lines(result):
@@ -98,11 +103,7 @@ def _identification_lines(result):
         name for name, p in result['parameters'].items() if p['status'] == NOT_SEEN]
     lines.append(f'  not seen by this motion ({len(unseen)}): {_names(unseen)}')
     lines.append(f'  stayed at the URDF value ({len(stayed)}): {_names(stayed)}')
-    parameters = result['parameters']
-    for link, body in result['links'].items():
-        urdf = parameters[f'{link}.m']['urdf']
-        lines.append(f"  {link}: mass {urdf:.4g} -> {body['mass']:.4g} kg, com "
-                     f"[{', '.join(f'{c:.4g}' for c in body['com'])}] m")
+    lines += _body_lines(result)
     models = result.get('friction_models', {})
     for joint, friction in result['friction'].items():
         extra = ''.join(f', {kind} {friction[kind]:.4g} N·m' for kind in ('offset', 'stribeck')
@@ -118,17 +119,49 @@ def _identification_lines(result):
     return lines + _plausibility_lines(result) + _file_lines(result)
 
 
+def _body_lines(result):
+    """Per body: its mass (URDF -> identified) against its bounds, its com and whether it
+    and the whole mass are inside the bounding ellipsoid; a body that stayed is said so."""
+    parameters, plausible = result['parameters'], result.get('plausibility')
+    bodies = plausible['bodies'] if plausible else {
+        link: {'mass': body['mass'], 'com': body['com']} for link, body in result['links'].items()}
+    lines = []
+    for link, body in bodies.items():
+        urdf = parameters[f'{link}.m']['urdf']
+        if plausible and link not in result['links']:
+            lines.append(f"  {link}: stayed at the URDF's (mass {urdf:.4g} kg)")
+            continue
+        text = (f"  {link}: mass {urdf:.4g} -> {body['mass']:.4g} kg, com "
+                f"[{', '.join(f'{c:.4g}' for c in body['com'])}] m")
+        if plausible:
+            low, high = body['mass_bounds']
+            text += (f' (mass bounds {low:.4g}-{high:.4g} kg'
+                     + (f", at its {body['at_bound']} bound" if body['at_bound'] else '')
+                     + '; com ' + ('inside' if body['com_inside'] else 'OUTSIDE')
+                     + ', mass ' + ('inside' if body['inside'] else 'OUTSIDE')
+                     + f" its bounding ellipsoid ({body['ellipsoid']}))")
+        lines.append(text)
+    return lines
+
+
 def _plausibility_lines(result):
     plausible = result.get('plausibility')
     if not plausible:
         return []
     bounds = plausible['total_bounds']
-    lines = [f"  total mass {plausible['total_mass']:.4g} kg (URDF "
-             f"{plausible['total_mass_urdf']:.4g} kg, "
+    total, total0 = plausible['total_mass'], plausible['total_mass_urdf']
+    bodies = plausible['bodies'].values()
+    outside = [link for link, b in plausible['bodies'].items()
+               if not (b['inside'] and b['com_inside'])]
+    lines = [f'  total mass {total:.4g} kg (URDF {total0:.4g} kg, '
+             f'{100 * (total / total0 - 1):+.1f} %, '
              + ('unbounded' if bounds is None else f'bounds {bounds[0]:.4g}-{bounds[1]:.4g}')
-             + '); each body inside its bounding ellipsoid ('
-             + ', '.join(sorted({b['ellipsoid'] for b in plausible['bodies'].values()}))
-             + f"), mass within {MASS_RANGE[0]:g}-{MASS_RANGE[1]:g}x the URDF's"]
+             + '); ' + (f"{sum(b['inside'] and b['com_inside'] for b in bodies)} of "
+                        f"{len(bodies)} bodies" if outside else 'each body')
+             + ' inside its bounding ellipsoid ('
+             + ', '.join(sorted({b['ellipsoid'] for b in bodies}))
+             + f"), masses within {MASS_RANGE[0]:g}-{MASS_RANGE[1]:g}x the URDF's (a payload "
+             "link's body: no upper bound, a lower one of half its link's own mass)"]
     if plausible['note']:
         lines.append(f"  {plausible['note']}")
     lines.append(f"  share of the change no prediction of this motion tests: "
