@@ -42,8 +42,10 @@ import time
 from numba.core.dispatcher import Dispatcher
 import numpy as np
 
-# every module with an @njit(cache=True) kernel (test_warm checks the list against the sources)
+# every module with an @njit(cache=True) kernel (test_warm checks the list against the sources;
+# adaptation.py's and friction.py's are compiled as parts of law.py's _law)
 KERNEL_MODULES = ('rnea_controller.dynamics.rnea_kernel', 'rnea_controller.control.law',
+                  'rnea_controller.control.adaptation', 'rnea_controller.control.friction',
                   'rnea_controller.control.contact', 'rnea_controller.control.goal',
                   'rnea_controller.control.trajectory', 'rnea_controller.control.timing',
                   'rnea_controller.control.loop_stats')
