@@ -9,7 +9,8 @@ announces the node quicker (`quick_discovery`).
 Start-up order (issue 35): the process's DDS participant comes first (`dds_first`, after rclpy
 only, ~0.3 s after the process started), so that DDS discovers the states' publisher (0-2 s on
 a busy host) while the node imports numba and loads its kernels (~1 s); the kernels before the
-node configures (warm.py): the node commands only once every kernel is loaded.
+node configures (warm.py): the node commands only once every kernel is loaded. The garbage
+collector waits until the loop starts.
 """
 import argparse
 import gc
@@ -67,6 +68,9 @@ def dds_first():
 
 def main(args=None):
     """Console script `rnea-controller` (ROS arguments after --ros-args)."""
+    # no garbage collection until the loop starts: the start-up makes ~200,000 objects (numba,
+    # rosbags' types), which the collector would scan again and again (0.1-0.6 s of the start)
+    gc.disable()
     options = _options(args)
     overrides = []
     if options.urdf:
@@ -100,6 +104,7 @@ def main(args=None):
         node.autostart()
         realtime.apply_realtime_options(options, node.get_logger().info)  # warm: loop thread
         gc.freeze()  # objects made so far are never scanned again: shorter GC pauses in ticks
+        gc.enable()
         while rclpy.ok() and not realtime.STOP:  # spin_once returns: Ctrl-C seen each tick
             executor.spin_once(timeout_sec=0.1)
             node.after_spin()
