@@ -8,7 +8,8 @@ controller (a node named `effort_controller` with the parameter `joints`) and as
 without one (the simulator's command topic renamed: a topic-level driver). Figures from the
 node's own log, seconds after its process started: `active` and `first command`. Side by side
 with each start, the peer: a bare rclpy process that subscribes to the same joint states and
-exits at the first one (interpreter, rclpy and DDS discovery: the floor of any node).
+exits at the first one (interpreter, rclpy and DDS discovery: the floor of any node; its clock,
+`ros.realtime.process_age`, imports no numba since issue 35).
 Printed: the median and the worst of the runs, and the first command's median over the peer's.
 
 Then the first start of a fresh install, numba's cache as an install leaves it (issue 35), once

@@ -19,6 +19,14 @@ A read-only install (the package's folder not writable by the user who runs the 
 then caches in the user's cache folder (~/.cache/numba, or NUMBA_CACHE_DIR if set), empty the
 first time. `seed_user_cache()` (the node calls it before building anything) copies the
 install's cache there first, so that the first start of each user loads instead of compiling.
+
+At the first load of any cached kernel numba sets itself up once (`prepare_numba()`, ~0.3-0.6 s:
+it imports its typing and lowering registries). Among them `numba.np.arraymath` probes for BLAS
+by importing `scipy.linalg` (0.25-0.3 s of the node's start); the node calls `prepare_numba()`
+first, which does the set-up without that import: numba then takes BLAS to be absent, which
+changes only how it would compile `np.correlate` and `np.convolve` (a loop), never a kernel
+already compiled. The node's kernels call no BLAS (test_warm), and a later `import scipy.linalg`
+in the same process works as usual.
 """
 import argparse
 import glob
@@ -34,8 +42,10 @@ import time
 from numba.core.dispatcher import Dispatcher
 import numpy as np
 
-# every module with an @njit(cache=True) kernel (test_warm checks the list against the sources)
+# every module with an @njit(cache=True) kernel (test_warm checks the list against the sources;
+# adaptation.py's and friction.py's are compiled as parts of law.py's _law)
 KERNEL_MODULES = ('rnea_controller.dynamics.rnea_kernel', 'rnea_controller.control.law',
+                  'rnea_controller.control.adaptation', 'rnea_controller.control.friction',
                   'rnea_controller.control.contact', 'rnea_controller.control.goal',
                   'rnea_controller.control.trajectory', 'rnea_controller.control.timing',
                   'rnea_controller.control.loop_stats')
@@ -92,6 +102,19 @@ def warm() -> dict:
     m = len(cfg.joints)
     keep_worst(np.zeros((3, m)), np.zeros((6, m)), True)  # action_server.py
     return cache_report()
+
+
+def prepare_numba() -> None:
+    """numba's one-time set-up for loading (and compiling) kernels, done now and without its
+    BLAS probe's `import scipy.linalg` where scipy.linalg is not imported yet (module doc)."""
+    from numba.core.registry import cpu_target
+    if 'scipy.linalg' in sys.modules:
+        return cpu_target.target_context.refresh()
+    sys.modules['scipy.linalg'] = None  # an import of it fails meanwhile (ImportError)
+    try:
+        cpu_target.target_context.refresh()
+    finally:
+        del sys.modules['scipy.linalg']
 
 
 def seed_user_cache() -> int:

@@ -99,3 +99,38 @@ def test_a_read_only_install_loads_its_cache_from_the_users_first_start(tmp_path
     assert 'files copied from the install' in out
     assert list((tmp_path / 'user-cache' / 'numba').rglob('law._law-*.nbi')), out
     assert not list(root.rglob('*.tmp.*'))
+
+
+def python(code):
+    """The standard output of `python -c code`, this checkout's package first on the path."""
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=str(PACKAGE.parent)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_program_imports_no_numba_before_its_dds_participant():
+    """ros/main.py's module imports (before main() makes the participant) hold no numba and
+    no numpy-heavy core: DDS discovery starts while numba loads."""
+    out = python('import sys; import rnea_controller.ros.main; import rnea_controller.errors; '
+                 "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                 "('numba', 'llvmlite', 'rosbags', 'scipy')))")
+    assert out.strip() == '[]'
+
+
+def test_the_node_loads_its_kernels_without_scipy():
+    """What the node imports, numba's set-up as the node does it (`prepare_numba`), then every
+    kernel the node uses, called: no scipy.linalg (numba's BLAS probe skipped, and no kernel
+    calls BLAS: its first call would import scipy.linalg.cython_blas), nor the analysis tools,
+    the simulator or MuJoCo; a later import of scipy.linalg still works."""
+    out = python(
+        'import json, sys\n'
+        'import rnea_controller.ros.main, rnea_controller.ros.node\n'
+        'from rnea_controller import warm\n'
+        'warm.prepare_numba()\n'
+        'warm.warm()\n'
+        "found = sorted(m for m in sys.modules if m.startswith(('scipy.linalg', 'mujoco', "
+        "'rnea_controller.analysis', 'rnea_controller.sim', 'matplotlib')))\n"
+        'import scipy.linalg\n'
+        'print(json.dumps([found, callable(scipy.linalg.eigh)]))\n')
+    assert json.loads(out.splitlines()[-1]) == [[], True]
