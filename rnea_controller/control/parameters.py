@@ -222,9 +222,10 @@ TABLE = (
          'arrival, steady clock) is stale; the presets of real arms set their own (20-50 ms)',
          low=1e-3, high=1.0),
     Spec('stale_policy', 'string', 'hold_then_stop', '', 'on stale state: hold_then_stop '
-         '(gravity hold g(q_last) for stale_hold_time, then no command), hold (until states '
-         'return) or stop (no command at once)', choices=('hold_then_stop', 'hold', 'stop')),
-    Spec('stale_hold_time', 'double', 1.0, 's', 'gravity-hold time of hold_then_stop',
+         '(the desired state brought to rest and held there by the law without states, for '
+         'stale_hold_time, then no command), hold (until states return) or stop (no command '
+         'at once)', choices=('hold_then_stop', 'hold', 'stop')),
+    Spec('stale_hold_time', 'double', 1.0, 's', 'stop-and-hold time of hold_then_stop',
          low=0.0, high=60.0),
     Spec('final_command', 'string', 'gravity_hold', '', 'the one command published on '
          'deactivate, shutdown and Ctrl-C: gravity_hold (g(q) at the last measured position) '
