@@ -90,10 +90,6 @@ class Result:
     modes: list = field(default_factory=list)
     log: list = field(default_factory=list)
 
-    def error(self, reference):
-        """(steps, n) reference position minus the arm's [rad]."""
-        return np.array([reference.sample(t)[0] for t in self.t]) - self.q
-
 
 class _Timer:
     def __init__(self, period):

@@ -133,7 +133,7 @@ class ContactObserver:
 
     def set_delay(self, measured: float) -> None:
         """The window of `_delay_allowance`: `contact.command_delay`, or the command delay the
-        loop measured [s] if longer (control/timing.py's AdaptationSchedule: a late loop's
+        loop measured [s] if longer (control/timing.py's ActuationDelay: a late loop's
         commands act later still). The commands already seen stay in it."""
         cfg = self._cfg
         delay = max(float(cfg.values['contact.command_delay']), measured)
