@@ -6,11 +6,12 @@ or an unreadable --urdf ends the program with one line naming it (exit code 1). 
 SIGTERM: the final command, then exit 0. Without a DDS configuration of the user's, Fast DDS
 announces the node quicker (`quick_discovery`).
 
-Start-up order (issue 35): the process's DDS participant comes first (`dds_first`, after rclpy
-only, ~0.3 s after the process started), so that DDS discovers the states' publisher (0-2 s on
-a busy host) while the node imports numba and loads its kernels (~1 s); the kernels before the
-node configures (warm.py): the node commands only once every kernel is loaded. The garbage
-collector waits until the loop starts.
+Start-up order (issue 35): numba's own set-up first (warm.prepare_numba: it compiles numba's
+runtime with LLVM; after the DDS participant, beside a busy host's discovery traffic, that
+took 20-90 s in 3 of 5 loaded runs of test_action), then the process's DDS participant
+(`dds_first`), so that DDS discovers the states' publisher while the node loads its kernels;
+the kernels before the node configures (warm.py): the node commands only once every kernel is
+loaded. The garbage collector waits until the loop starts.
 """
 import argparse
 import gc
@@ -82,16 +83,16 @@ def main(args=None):
     if options.cpu_affinity:  # before rclpy.init: the DDS threads inherit it
         realtime.set_cpu_affinity(options.cpu_affinity)
     quick_discovery()
+    from rnea_controller import warm  # numba's set-up first (module doc)
+    warm.seed_user_cache()  # a read-only install: its compiled kernels into the user's cache
+    warm.prepare_numba()  # numba's set-up for its first kernel, without importing scipy
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     # Ctrl-C and SIGTERM set a flag, seen between callbacks, from now on: under ros2 launch a
     # terminal's Ctrl-C comes twice (to the group, and forwarded), and neither may cut short
     # the activation or the final command
     realtime.install_signal_handlers()
     starting = dds_first()
-    from rnea_controller import warm  # numba (module doc: after the participant)
     from rnea_controller.ros.node import ControllerNode
-    warm.seed_user_cache()  # a read-only install: its compiled kernels into the user's cache
-    warm.prepare_numba()  # numba's set-up for its first kernel, without importing scipy
     try:
         node = ControllerNode(parameter_overrides=overrides)
     except ParameterError as error:
