@@ -110,8 +110,9 @@ def python(code):
 
 
 def test_the_program_imports_no_numba_before_its_dds_participant():
-    """ros/main.py's module imports (before main() makes the participant) hold no numba and
-    no numpy-heavy core: DDS discovery starts while numba loads."""
+    """ros/main.py's module imports hold no numba and no numpy-heavy core: `--help` and a bad
+    argument answer at once, and main() orders numba's set-up, the participant and the
+    kernels itself."""
     out = python('import sys; import rnea_controller.ros.main; import rnea_controller.errors; '
                  "print(sorted(m for m in sys.modules if m.split('.')[0] in "
                  "('numba', 'llvmlite', 'rosbags', 'scipy')))")
