@@ -201,13 +201,15 @@ class ControlLoop:
         commands published meanwhile: at PAIRED (four windows) or more the pairing means
         nothing, and the adaptation pauses (issue 23's law with what it learnt: its floor)
         and says so, until the delay is back under it. The delay is the median of the last
-        measurements, used once there are SURE of them: on an arm whose friction the model
-        lacks, single measurements of 60 ms came out of a 3 ms delay."""
+        measurements, used once there are SURE of them, and the adaptation pauses only when
+        every one of them is at PAIRED or more: on an arm whose friction the model lacks,
+        single measurements of 60 ms came out of a 3 ms delay, and the geared demo arm
+        beside two busy processes measured 34 ms."""
         actuation = self.actuation
         if not actuation.estimate() or len(actuation.measured) < SURE:
             return
         delay = actuation.delay
-        paired = delay < PAIRED
+        paired = delay < PAIRED or min(actuation.measured) < PAIRED
         said = (f'adaptation {"on" if paired else "paused"}: command delay {delay * 1e3:.0f} ms'
                 + ('' if paired else ' (beyond what the estimate can pair)'))
         if said.split(':')[0] != self.adaptation.split(':')[0]:
