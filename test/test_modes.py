@@ -109,7 +109,7 @@ def test_tracking_to_stale_drops_the_reference_and_brings_it_to_rest():
     assert len(log) == 1  # said once
 
 
-def test_stale_gravity_hold_to_stopped_after_the_hold_time():
+def test_stale_stopping_to_stopped_after_the_hold_time():
     m, log, cfg = machine(modes.HOLD)
     m.step(cfg, 1.2, 1.0, Q, REST)
     assert m.step(cfg, 2.19, 1.0, Q, REST) == modes.LAW  # 0.99 s held: still holding
@@ -237,7 +237,7 @@ def test_finished_is_final():
 
 def test_every_mode_has_a_command():
     names = [v for k, v in vars(modes).items() if k.isupper() and isinstance(v, str)
-             and v not in (modes.LAW, modes.BRAKE, modes.GRAVITY, modes.NOTHING)]
+             and v not in (modes.LAW, modes.BRAKE, modes.NOTHING)]
     assert set(names) == set(modes.COMMAND)
 
 

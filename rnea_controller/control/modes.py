@@ -65,7 +65,7 @@ LAW_FAILURE = 'law failure: gravity hold'
 REFUSED = 'refused: effort controller joints'
 FINISHED = 'finished'
 
-LAW, BRAKE, GRAVITY, NOTHING = 'law', 'brake', 'gravity', 'nothing'  # what the loop computes
+LAW, BRAKE, NOTHING = 'law', 'brake', 'nothing'  # what the loop computes
 COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOLD: LAW,
            STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING,
            CONTACT: LAW}

@@ -12,11 +12,11 @@ command will act (one period ahead, or the latency L ahead of the state's stamp 
 compensation, docs/timing.md), the law is computed with one compiled call (`control.law`),
 command and reference are published, the action server's snapshot left (once it has a
 reader); for braking, `Controller.brake` at the newest state (damping toward rest plus
-gravity); for a stale gravity hold, g(q_last); then the phase lock nudges the timer's period
-and, once a second (and at once when braking starts or ends), /diagnostics go out in the slack
-of the period.
+gravity); then the phase lock nudges the timer's period and, once a second (and at once when
+braking starts or ends), /diagnostics go out in the slack of the period.
 
-The other paths (modes.py): stale states drop the trajectory and act by `stale_policy`; a law
+The other paths (modes.py): stale states drop the trajectory, the law brings it to rest
+blind (`Trajectory.stop`, the loop's dead reckoning) and `stale_policy` decides the rest; a law
 that is not finite gets the Controller's gravity fallback and deactivates after
 `law_failure_timeout`; an effort controller of other joints (effort_check.py) stops the
 commands at once and deactivates without a final command.
@@ -123,8 +123,6 @@ class ControlLoop:
             self._control(cfg, state, now_ns, t_start, wrench)
         elif command is modes.BRAKE:
             self._hold_still(cfg, state, self.controller.brake(cfg, state.q, state.qd), now_ns)
-        elif command is modes.GRAVITY:
-            self._hold_still(cfg, state, self.controller.gravity_hold(cfg, state.q), now_ns)
         elif state.valid:
             self.controller.reset()
         if command is not modes.LAW:
@@ -246,8 +244,8 @@ class ControlLoop:
         return ref_ns, q, qd
 
     def _hold_still(self, cfg, state, tau, now_ns):
-        """A command of no trajectory (braking, stale gravity hold): the reference published
-        is the measured position at rest."""
+        """A command of no trajectory (the brake): the reference published is the measured
+        position at rest."""
         self._ref[0], self._ref[1:] = state.q[cfg.index], 0.0
         self._publish(tau, self._ref, now_ns)
 

@@ -17,8 +17,8 @@ main.py is the program.
 
 Modes (diagnostics 'mode'): the lifecycle's 'unconfigured' and 'inactive'; while active the
 loop's (control/modes.py): 'waiting for joint states', 'hold', 'tracking', 'braking:
-overspeed', 'stale: gravity hold', 'stale: stopped', 'law failure: gravity hold', 'refused:
-effort controller joints', 'finished'.
+overspeed', 'holding: contact', 'stale: stopping', 'stale: stopped', 'law failure: gravity
+hold', 'refused: effort controller joints', 'finished'.
 
 A parameter change is validated whole in the on-set callback (table ranges, model rules, and
 the law at the current state and reference must be finite) and swapped in by the tick at its
