@@ -193,9 +193,25 @@ def start_node_and_client(tmp, params):
     return Client(), procs, proc
 
 
+STARTUP = 60.0  # [s] at most, from the controller's start to active and discovered both ways
+
+
+def wait_until_active(client, procs, proc, timeout=STARTUP):
+    """Wait until the controller logged `active` and both sides see each other's topics: the
+    first test to run (any of them, with `-k`) then starts with a controller ready to command,
+    not inside its start-up (interpreter, numba's cache, DDS discovery: seconds on a loaded
+    host, more than a `steady_command` waits)."""
+    assert wait_for(lambda: client.node.count_publishers('/effort_controller/commands') > 0,
+                    timeout), procs.output(proc)
+    assert wait_for(lambda: re.search(r'\]: active', procs.output(proc)) is not None,
+                    timeout), procs.output(proc)
+    client.wait_for_subscribers()
+
+
 @pytest.fixture(scope='module')
 def setup(tmp_path_factory):
     client, procs, proc = start_node_and_client(tmp_path_factory.mktemp('node'), PARAMS)
+    wait_until_active(client, procs, proc)
     yield client, procs, proc
     client.close()
     procs.close()
@@ -209,11 +225,7 @@ def client(setup):
 
 
 def test_holds_the_measured_position_on_activation(setup):
-    client, procs, proc = setup
-    assert wait_for(lambda: client.node.count_publishers('/effort_controller/commands') > 0,
-                    15.0), procs.output(proc)
-    assert wait_for(lambda: 'active' in procs.output(proc), 10.0)
-    client.wait_for_subscribers()
+    client, procs, proc = setup  # active (the fixture waited)
     client.settle(0.3)
     assert client.commands == []  # no state yet: nothing commanded
     client.set_state(Q0)
