@@ -39,6 +39,28 @@ def test_every_module_with_a_cached_kernel_is_warmed():
     assert found == set(warm.KERNEL_MODULES)
 
 
+def test_the_install_step_byte_compiles_the_package(tmp_path):
+    """A copy of the package without bytecode: after `byte_compile`, every module's .pyc is
+    there, one Python reads (its source's size and time): a read-only install, or a process
+    with PYTHONDONTWRITEBYTECODE, imports the package without compiling it."""
+    import importlib.util
+    copy = tmp_path / 'rnea_controller'
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns('__pycache__'))
+    done = subprocess.run([sys.executable, '-c', 'from rnea_controller import warm; '
+                           'assert warm.byte_compile()'], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(tmp_path),
+                                                           PYTHONDONTWRITEBYTECODE='1'))
+    assert done.returncode == 0, done.stderr[-3000:]
+    sources = sorted(copy.rglob('*.py'))
+    assert sources
+    for source in sources:
+        header = Path(importlib.util.cache_from_source(source)).read_bytes()[:16]
+        assert header[:4] == importlib.util.MAGIC_NUMBER, source
+        stat = source.stat()
+        assert int.from_bytes(header[8:12], 'little') == int(stat.st_mtime) & 0xFFFFFFFF
+        assert int.from_bytes(header[12:16], 'little') == stat.st_size & 0xFFFFFFFF
+
+
 def test_after_the_install_step_the_node_compiles_nothing(tmp_path):
     """The install step, then the node on the simulated arm: every kernel signature the node
     used by its activation is one the install step made, and each was loaded, none compiled."""
