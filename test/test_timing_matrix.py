@@ -142,11 +142,11 @@ IDENTIFIED_ARM = replace(GEARED, link_errors=ROWS['links off 30 % / 3 cm'][0].li
 @cache
 def identified_file():
     """The parameters file a user makes on this host for the arm that differs from its URDF in
-    everything (geared as GEARED and its links 30 % / 3 cm off): 8 s of excitation recorded
+    everything (geared as GEARED and its links 30 % / 3 cm off): 6 s of excitation recorded
     with the node told nothing, commands 5 ms late, identified from the joint states and the
     applied efforts (analysis/identify.py, as `rnea-validate --identify` does); its values."""
-    ref = excitation(8.0)
-    record = run(Plant(URDF, IDENTIFIED_ARM), Node(MODEL, {}, ref), 9.0, timing(0.005), START,
+    ref = excitation()
+    record = run(Plant(URDF, IDENTIFIED_ARM), Node(MODEL, {}, ref), 7.0, timing(0.005), START,
                  ref)
     identification = Identification(MODEL)
     stamps = np.round(record.t * 1e9).astype(np.int64)
