@@ -6,29 +6,40 @@ Timing per column: commands acting 0, 2, 5 or 10 ms late (plus an exponential ex
 1 ms), 15 % of the ticks missed (pauses of 1-3 ticks, one in ten up to 30), ±0.5 ms of stamp
 jitter. Rows: the arm as its URDF says but for one thing (test_robustness's rows and issue 35's
 geared arm: rotor 0.1 kg·m², damping 10/10/5/5/5/2/2, frictionloss 1 N·m, told nothing; and
-the friction told exactly). What never happens, in every cell: a contact declared on the free
-arm, a joint beyond 1.5x its velocity limit, a command step over half an effort limit in one
-tick. What the law is for: RMS error no worse than the reference's and the goal within 1e-3
-rad; two rows do not hold it yet (`SHORT`: the geared arm ends 4-5e-3 rad off, the wrist with
-friction told exactly tracks worse than the reference from 5 ms on): they are marked xfail
-with their figures (issue 35 stays open for them).
+the friction told exactly). Two motions: the demo's 3 s move (then 1.5 s at rest) under every
+column, and the excitation (6 s, then 1 s at rest) under 0 and 5 ms (the suite's time). What
+never happens, in every cell: a contact declared on the free arm, a joint beyond 1.5x its
+velocity limit, a command step over half an effort limit in one tick. What the law is for:
+RMS error no worse than the reference's and the goal within 1e-3 rad; two rows do not hold
+the goal yet (`SHORT`: the geared arm ends 3-5e-3 rad off, its wrists creeping in MuJoCo's
+soft friction; the excitation's wrist told its friction exactly ends 9e-3-1e-2 off): they
+are marked xfail with their figures (issue 35 stays open for them).
+
+The identified file: on the arm unlike its URDF in everything (geared, links off), the node
+told nothing records the excitation under the 5 ms column's timing; the file identified from
+it (analysis/identify.py) runs the demo move under each column: the user's way to the goal.
 
 The stall: states stop for 0.2 s in the middle of a fast excitation (links 30 % off, told
 nothing): the node goes on blind, then stops (ros/loop.py, control/modes.py). `pytest -s`
 prints the matrix.
 """
+from dataclasses import replace
 from functools import cache
 
+from conftest import flatten
 import numpy as np
 import pytest
 from test_robustness import HOLD, JOINTS, MODEL, MOVE, reference, START, URDF
 from timed_loop import command_steps, contacts, Node, PdGravity, run, Timing
+import yaml
 
+from rnea_controller.analysis.identify import Identification, parameters_yaml
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.sim.plant import Plant, PlantOptions
 from rnea_controller.tools.send_trajectory import excitation_motion
 
 DELAYS = (0.0, 0.002, 0.005, 0.01)  # [s]
+EXCITED = (0.0, 0.005)  # [s] the excitation's columns (two of the four: the suite's time)
 GEARED = PlantOptions(armature=(0.1,), damping=(10.0, 10.0, 5.0, 5.0, 5.0, 2.0, 2.0),
                       friction=(1.0,))
 TOLD_EXACT = {f'friction.{j}.{kind}': value for j in JOINTS
@@ -63,47 +74,54 @@ def figures(result, desired):
 
 
 @cache
-def cell(row, delay):
-    """(node's figures, PD + gravity's) for a row under a column's timing."""
+def cell(row, delay, motion='demo'):
+    """(node's figures, PD + gravity's) for a row under a column's timing, on `motion`."""
     options, told = ROWS[row]
+    make, duration = MOTIONS[motion]
     out = []
     for law in ('node', 'reference'):
-        plant, ref = Plant(URDF, options), reference()
+        plant, ref = Plant(URDF, options), make()
         controller = (Node(MODEL, told, ref) if law == 'node'
                       else PdGravity(plant, ref, START))
-        out.append(figures(run(plant, controller, MOVE + HOLD, timing(delay), START, ref),
-                           ref))
+        out.append(figures(run(plant, controller, duration, timing(delay), START, ref), ref))
     return tuple(out)
 
 
+CELLS = [('demo', row, delay) for row in ROWS for delay in DELAYS] + [
+    ('excitation', row, delay) for row in ROWS for delay in EXCITED]
+IDS = [f'{motion}-{row}-{1e3 * delay:g} ms' for motion, row, delay in CELLS]
+
+
 def test_print_the_matrix():
-    print('\n| the arm | ' + ' | '.join(f'{1e3 * d:g} ms late: node / PD + gravity, RMS '
-                                        '(final) [rad]' for d in DELAYS) + ' |')
-    print('|---' * (len(DELAYS) + 1) + '|')
-    for row in ROWS:
-        print(f'| {row} | ' + ' | '.join(
-            f'{node[0]:.1e} ({node[1]:.0e}) / {pd[0]:.1e} ({pd[1]:.0e})'
-            for node, pd in (cell(row, d) for d in DELAYS)) + ' |')
+    for motion, delays in (('demo', DELAYS), ('excitation', EXCITED)):
+        print(f'\n{motion}:\n| the arm | ' + ' | '.join(
+            f'{1e3 * d:g} ms late: node / PD + gravity, RMS (final) [rad]' for d in delays)
+            + ' |')
+        print('|---' * (len(delays) + 1) + '|')
+        for row in ROWS:
+            print(f'| {row} | ' + ' | '.join(
+                f'{node[0]:.1e} ({node[1]:.0e}) / {pd[0]:.1e} ({pd[1]:.0e})'
+                for node, pd in (cell(row, d, motion) for d in delays)) + ' |')
 
 
-@pytest.mark.parametrize('delay', DELAYS, ids=[f'{1e3 * d:g} ms' for d in DELAYS])
-@pytest.mark.parametrize('row', list(ROWS))
-def test_never_a_false_contact_an_overspeed_or_a_command_jump(row, delay):
-    (rms, final, fastest, step, declared), _ = cell(row, delay)
-    assert not declared, f'{row}, {delay} s: {declared}'
-    assert fastest <= FASTEST, f'{row}, {delay} s: {fastest:.2f} x a velocity limit'
-    assert step <= STEP, f'{row}, {delay} s: a command step of {step:.2f} x an effort limit'
+@pytest.mark.parametrize('motion, row, delay', CELLS, ids=IDS)
+def test_never_a_false_contact_an_overspeed_or_a_command_jump(motion, row, delay):
+    (rms, final, fastest, step, declared), _ = cell(row, delay, motion)
+    where = f'{motion}, {row}, {delay} s'
+    assert not declared, f'{where}: {declared}'
+    assert fastest <= FASTEST, f'{where}: {fastest:.2f} x a velocity limit'
+    assert step <= STEP, f'{where}: a command step of {step:.2f} x an effort limit'
 
 
-@pytest.mark.parametrize('delay', DELAYS, ids=[f'{1e3 * d:g} ms' for d in DELAYS])
-@pytest.mark.parametrize('row', list(ROWS))
-def test_no_worse_than_pd_gravity_on_the_true_arm_and_at_the_goal(row, delay):
-    (rms, final, *_), (pd_rms, *_) = cell(row, delay)
+@pytest.mark.parametrize('motion, row, delay', CELLS, ids=IDS)
+def test_no_worse_than_pd_gravity_on_the_true_arm_and_at_the_goal(motion, row, delay):
+    (rms, final, *_), (pd_rms, *_) = cell(row, delay, motion)
     if row in SHORT and (final > FINAL or rms > pd_rms):
         pytest.xfail(f'issue 35, open: {row} ends {final:.1e} rad from its goal, RMS '
                      f'{rms:.2e} rad against {pd_rms:.2e}')
-    assert rms <= pd_rms, f'{row}, {delay} s: RMS {rms:.3g} rad, PD + gravity {pd_rms:.3g}'
-    assert final <= FINAL, f'{row}, {delay} s: final error {final:.2e} rad'
+    where = f'{motion}, {row}, {delay} s'
+    assert rms <= pd_rms, f'{where}: RMS {rms:.3g} rad, PD + gravity {pd_rms:.3g}'
+    assert final <= FINAL, f'{where}: final error {final:.2e} rad'
 
 
 @cache
@@ -112,6 +130,58 @@ def excitation(duration=6.0):
     return plan_arrays(JOINTS, w.times, w.positions, w.velocities, w.accelerations,
                        joint_names=JOINTS, position_limits=MODEL.position_limits,
                        current=np.vstack([START, np.zeros((2, len(JOINTS)))]), now=0.0)
+
+
+MOTIONS = {'demo': (reference, MOVE + HOLD),  # name: (its trajectory, the run [s])
+           'excitation': (excitation, 7.0)}  # 6 s of excitation, 1 s at rest
+
+
+IDENTIFIED_ARM = replace(GEARED, link_errors=ROWS['links off 30 % / 3 cm'][0].link_errors)
+
+
+@cache
+def identified_file():
+    """The parameters file a user makes on this host for the arm that differs from its URDF in
+    everything (geared as GEARED and its links 30 % / 3 cm off): 6 s of excitation recorded
+    with the node told nothing, commands 5 ms late, identified from the joint states and the
+    applied efforts (analysis/identify.py, as `rnea-validate --identify` does); its values."""
+    ref = excitation()
+    record = run(Plant(URDF, IDENTIFIED_ARM), Node(MODEL, {}, ref), 7.0, timing(0.005), START,
+                 ref)
+    identification = Identification(MODEL)
+    stamps = np.round(record.t * 1e9).astype(np.int64)
+    for s in range(0, len(stamps), 2000):
+        identification.update(stamps[s:s + 2000], record.q[s:s + 2000], record.qd[s:s + 2000],
+                              record.applied[s:s + 2000])
+    fit = identification.result()
+    assert not fit['failures'], fit['failures']
+    return dict(flatten(yaml.safe_load(parameters_yaml(fit, MODEL))['/**']['ros__parameters']))
+
+
+@cache
+def identified_cell(delay):
+    """(node's figures told the identified file, PD + gravity's) on IDENTIFIED_ARM."""
+    values, out = identified_file(), []
+    for law in ('node', 'reference'):
+        plant, ref = Plant(URDF, IDENTIFIED_ARM), reference()
+        controller = (Node(MODEL, values, ref) if law == 'node'
+                      else PdGravity(plant, ref, START))
+        out.append(figures(run(plant, controller, MOVE + HOLD, timing(delay), START, ref),
+                           ref))
+    return tuple(out)
+
+
+@pytest.mark.parametrize('delay', DELAYS, ids=[f'{1e3 * d:g} ms' for d in DELAYS])
+def test_told_the_file_identified_on_this_host_it_beats_pd_gravity_and_reaches_the_goal(delay):
+    """The user's way with an arm unlike its URDF: identify it, then run with the file. The
+    excitation was recorded under the 5 ms column's timing; the file runs under each."""
+    (rms, final, fastest, step, declared), (pd_rms, *_) = identified_cell(delay)
+    print(f'\nidentified file, {1e3 * delay:g} ms late: node {rms:.1e} ({final:.0e}) / '
+          f'PD + gravity {pd_rms:.1e} rad')
+    assert not declared, declared
+    assert fastest <= FASTEST and step <= STEP, (fastest, step)
+    assert rms <= pd_rms, (rms, pd_rms)
+    assert final <= FINAL, final
 
 
 def test_a_stall_of_the_states_in_a_fast_excitation_is_no_contact_and_no_runaway():
@@ -146,7 +216,8 @@ def test_the_node_measures_how_late_its_commands_act():
 def test_a_delay_beyond_what_the_estimate_can_pair_pauses_it_until_it_is_back():
     """The decision, on the node's loop: a delay measured at 40 ms or more pauses the
     estimate, the integral and the stuck rule (a warning, /diagnostics WARN) and the
-    estimates stay; under it again, the adaptation is back."""
+    estimates stay (but for a joint whose command chatters meanwhile: rule 8 halves its a^
+    and b^ and the node says so); under it again, the adaptation is back."""
     options, told = ROWS['URDF friction true']
     plant, ref = Plant(URDF, options), reference()
     node = Node(MODEL, told, ref)
@@ -174,5 +245,12 @@ def test_a_delay_beyond_what_the_estimate_can_pair_pauses_it_until_it_is_back():
     assert said == ['adaptation paused: command delay 50 ms (beyond what the estimate can '
                     'pair)', 'adaptation on: command delay 6 ms'], said
     paused = [k for k, gain in enumerate(schedules) if gain == 0.0]
-    assert paused and np.array_equal(estimates[paused[0]], estimates[paused[-1]])
+    before, after = estimates[paused[0]], estimates[paused[-1]]
+    calmed = {text.split("'")[1] for level, text in result.log if 'chattered' in text}
+    for k, joint in enumerate(JOINTS):  # kept, but where the law's rule 8 calmed a chatter
+        if joint in calmed:  # (halved: a^ 0.78 kg·m² on joint1 chattered in the paused law)
+            assert np.array_equal(before[2, k], after[2, k]), joint
+            assert np.all(after[:2, k] <= 0.5 * before[:2, k]), joint
+        else:
+            assert np.array_equal(before[:, k], after[:, k]), joint
     assert schedules[-1] == 1.0

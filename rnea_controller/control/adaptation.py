@@ -66,6 +66,18 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    2.9e-2 rad RMS); before a^ is known the integral through M_ii alone is unstable on an
    untold geared joint ((M_ii + a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links
    row 3e-3 rad off after 1 s; 4000 is the default.
+8. A command that chatters takes the stiffening back (`_calm`). a^ acts on a joint through
+   the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
+   m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at
+   a nearly constant acceleration, where qdd_m and 1 are collinear; on the friction-true
+   xArm7 joint3 took its Coulomb friction as a^ = 0.73 kg·m² (M_33 0.61, m_eff 0.06: 13x the
+   gain) and after a 26 ms pause of the loop its command swung ±30 N·m every 4 ms until the
+   brake (RMS 0.37 rad). Measured over CHATTER_TIME, a command whose mean change per tick
+   exceeds CHATTER x the effort limit while its signed mean stays under a quarter of it
+   chatters: a^ and b^ are halved (a^'s variance reset to GAIN); the loop logs it. There it
+   acted twice within 15 ms: RMS 1.5e-2 rad, no brake (test_timing_matrix's excitation). A
+   tracked command changes by at most ~0.05 N·m per tick, a pause's catch-up once: the demo
+   rows of the matrix never trigger it.
 
 The schedule (issue 35, for the timing policy): `LawWork.schedule` (3,), read every tick,
 set between ticks by `Controller.set_schedule` without rebuilding the config: [ESTIMATE] in
@@ -100,9 +112,11 @@ SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance has been a
 NATURAL_PACE = 10.0  # [1/s] the pace Kp / Kd if Kd is 0: the default gains' (law's ω / 2)
 ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
 ESTIMATE, INTEGRAL, UNSTICK = 0, 1, 2  # the schedule's entries
+CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time (rule 8)
+CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
 
 WORK_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral', 'settled',
-               'q_mid', 'qd_mid', 'q_first', 'schedule')
+               'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed')
 INTEGER_FIELDS = ('count',)
 
 
@@ -112,10 +126,12 @@ def work_shapes(n: int, m: int) -> dict:
     applied (2, m): row 0 the window's sum of commands [N·m]; qd_last, q_first (n,) the
     window's first state; count [commands in `applied`, state intervals, 1 once the window
     has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
-    1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,)."""
+    1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,);
+    swing (3, m) rule 8's measure of the command [N·m]; calmed (m,) how often rule 8 acted."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
-                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,))
+                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(3, m),
+                calmed=(m,))
 
 
 def initial(arrays: dict) -> None:
@@ -150,6 +166,7 @@ def reset(arrays: dict) -> None:
     arrays['theta'][:] = 0.0
     arrays['integral'][:] = 0.0
     arrays['settled'][:] = 0.0
+    arrays['swing'][:] = 0.0
     arrays['count'][:] = 0
     arrays['applied'][:] = 0.0
     for k in range(arrays['P'].shape[0]):
@@ -226,6 +243,7 @@ def adapt(model: 'LawModel', work: 'LawWork', qm: np.ndarray, qdm: np.ndarray, c
     _estimate(model, work, qm, qdm, closing, ref)
     _unstick(model, work, ref)
     _integrate(model, work, ref)
+    _calm(model, work)
 
 
 @njit(cache=True)
@@ -364,3 +382,29 @@ def _integrate(model, work, ref):
             inertia = model.inertia[k] + work.theta[0, k] + damped(model, work.theta, k)
             value = work.integral[k] + model.dt * model.ki * inertia * e * scale
             work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
+
+
+@njit(cache=True)
+def _calm(model, work):
+    """Rule 8: per joint, swing[0] the mean |change| of the command per tick over about
+    CHATTER_TIME [N·m], swing[1] its mean signed change, swing[2] the last command. A command
+    that swings by over CHATTER x the effort limit per tick while going nowhere (the signed
+    mean under a quarter of it) chatters: the feedback is stiffer than the arm, and the
+    estimates that stiffen it, a^ and b^, are halved (a^'s variance reset: it learns again),
+    counted in `calmed`. Off with the estimate off and for feedforward_pd (its gains are the
+    user's, not the estimate's)."""
+    if model.forget == 1.0 or model.pd:
+        return
+    beta = model.dt / CHATTER_TIME
+    swing = work.swing
+    for k in range(model.index.shape[0]):
+        d = work.tau[k] - swing[2, k]
+        swing[2, k] = work.tau[k]
+        swing[0, k] += beta * (abs(d) - swing[0, k])
+        swing[1, k] += beta * (d - swing[1, k])
+        if swing[0, k] > CHATTER * model.limits[k] and abs(swing[1, k]) < 0.25 * swing[0, k]:
+            work.theta[0, k] *= 0.5
+            work.theta[1, k] *= 0.5
+            work.P[k, 0, 0] = GAIN
+            swing[0, k] = swing[1, k] = 0.0
+            work.calmed[k] += 1.0

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from rnea_controller.control import modes
+from rnea_controller.control.adaptation import CHATTER
 from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import ActuationDelay, LoopTiming, predict
@@ -76,6 +77,7 @@ class ControlLoop:
         self._interval = cfg.period  # [s] the usual interval between new states (`_late`)
         controller.set_schedule()
         self.adaptation = 'adaptation on: command delay not measured yet (needs motion)'
+        self._calmed = None  # the law's rule-8 counts when last looked at (_watch_chatter)
         self.actuation = ActuationDelay(cfg.effort_limits, cfg.period)  # publication to effect
         self._actuation_due = clock() + MEASURE_EVERY
         self._qdd = np.zeros(cfg.model.n)
@@ -220,6 +222,22 @@ class ControlLoop:
         self.adaptation = said
         self.observer.set_delay(delay)
 
+    def _watch_chatter(self, cfg):
+        """Say which joints' commands chattered since the last look (the law's rule 8,
+        control/adaptation.py: their estimated inertia and friction were halved)."""
+        calmed = self.controller.calmed
+        seen = self._calmed
+        if seen is None or seen.shape != calmed.shape:
+            self._calmed = calmed.copy()
+            return
+        for k in np.flatnonzero(calmed > seen):
+            a, b = self.controller.estimates[0, k], self.controller.estimates[1, k]
+            self._log('warning', f"joint '{cfg.joints[k]}': its command chattered (swinging "
+                      f'back and forth by over {100 * CHATTER:g} % of its effort limit per '
+                      f'tick): its estimated rotor inertia and friction halved, now {a:.3g} '
+                      f'kg·m² and {b:.3g} N·m·s/rad')
+        seen[:] = calmed
+
     def _late(self, state_dt):
         """[s] how old the newest state may be before the law stops believing it: LATE times
         the stream's usual interval (a running mean of the new states' intervals), at least
@@ -290,6 +308,7 @@ class ControlLoop:
         if t_end >= self._actuation_due:
             self._actuation_due = t_end + MEASURE_EVERY
             self._measure_actuation(cfg)
+            self._watch_chatter(cfg)
             t_end = self.clock()
         if t_end >= self._diagnostics_due:
             self._diagnostics_due = max(self._diagnostics_due + 1.0, t_end)
