@@ -25,7 +25,8 @@ names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to
   transient-local) with the URDF as given, never with the plant-only payload; `/diagnostics`
   (absolute, as every ROS node publishes it) at 1 Hz (status 'rnea_sim: plant').
 - an external push (issue 29): `push.torque` [N·m or N] on joint `push.joint` from
-  `push.start` [s] after the first command for `push.duration` [s], a generalized force of the
+  `push.start` [s] of simulated time after the first command for `push.duration` [s] (never
+  lost in the steps a late wake skips, see Timing), a generalized force of the
   world added after the effort clamp (`Plant.external`), logged when it starts and ends: a
   collision or a hand that drives a joint beyond its velocity limit.
 - an obstacle (contact detection): `obstacle.shape` 'box' or 'sphere' fixed in the world at
@@ -361,8 +362,9 @@ class SimNode(Node):
         return self.plant.joint_names.index(name)
 
     def _apply_push(self, t):
-        """The external push in force at wall time t [s] (its window counts from the first
-        command), logged as it starts and ends."""
+        """The external push in force at simulated time t [s] (the plant's: its window counts
+        from the first command, and steps skipped after a late wake do not pass it by), logged
+        as it starts and ends."""
         _, torque, start, duration = self.config.push
         pushing = (self._first_command is not None
                    and start <= t - self._first_command < start + duration)
@@ -502,9 +504,9 @@ class SimNode(Node):
         tau = self.hold.current(t)
         self._log_status(status)
         if self._first_command is None and status != 'waiting':
-            self._first_command = t
+            self._first_command = self.plant.time
         if self._push_joint is not None:
-            self._apply_push(t)
+            self._apply_push(self.plant.time)
         if status == 'waiting' and self.config.hold_until_first_command:
             self.plant.applied = np.zeros(self.plant.n)
             return
