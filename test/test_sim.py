@@ -27,6 +27,7 @@ from rnea_controller.errors import ParameterError
 from rnea_controller.ros.realtime import BackgroundSpinner
 from rnea_controller.sim.node import (
     catch_up,
+    command_arrival,
     command_order,
     HOME,
     initial_positions,
@@ -315,3 +316,17 @@ def test_a_late_wake_steps_at_most_50_ms_and_skips_the_older_lag(lag, skipped, s
     config = sim_config(parameters())
     assert config.max_catch_up * config.plant.timestep == pytest.approx(0.05)
     assert catch_up(lag, config.max_catch_up) == (skipped, stepped)
+
+
+def test_a_command_taken_at_a_late_wake_counts_from_its_publication_plus_the_usual_transit():
+    """Published at 10 s, the usual transit 0.4 ms: taken on time, its reception stamp rules
+    (10.0004 s, or a slow one, 10.003 s); taken at a late wake with a stamp of 10.05 s (the
+    starved process's DDS thread), it reached the arm at 10.0004 s, as the steps caught up
+    replay it; a stamp earlier than that, or no publication stamp, or no transit learnt yet:
+    the reception stamp."""
+    assert command_arrival(10.0004, 10.0, 4e-4, late=False) == 10.0004
+    assert command_arrival(10.003, 10.0, 4e-4, late=False) == 10.003
+    assert command_arrival(10.05, 10.0, 4e-4, late=True) == pytest.approx(10.0004, abs=1e-12)
+    assert command_arrival(10.0002, 10.0, 4e-4, late=True) == 10.0002
+    assert command_arrival(10.05, 0.0, 4e-4, late=True) == 10.05
+    assert command_arrival(10.05, 10.0, None, late=True) == 10.05

@@ -45,6 +45,10 @@ as a real arm keeps moving under its last command), counted as 'late steps', and
 newest state once (as a driver's realtime publisher does: it drops states, never bursts them).
 It catches up at most `max_catch_up` steps (50: 50 ms at 1 kHz); the rest of the lag is dropped
 (the arm frozen for that interval, its velocity kept), counted as 'skipped steps' and logged.
+The steps caught up take the commands that came meanwhile at their own times: the command
+subscription keeps 2 x `max_catch_up` of them, and a command taken at a late wake counts from
+its publication plus the usual transit (`command_arrival`) if its reception stamp is later,
+the stamp of this process's starved DDS thread rather than the time it reached the arm.
 
 Why 50 ms (issue 35): this node stands for ros2_control's stack, whose read -> update -> write
 loop runs at SCHED_FIFO 50 and never waits on a busy desktop; only its non-real-time paths
@@ -191,6 +195,23 @@ def catch_up(lag, max_catch_up):
     return skipped, lag - skipped
 
 
+TRANSIT_GAIN = 0.01  # the usual command transit follows each on-time command by this share
+
+
+def command_arrival(received, source, transit, late):
+    """[s] when a command reached the arm: its reception stamp `received` [s]; but taken at a
+    late wake (`late`), at most its publication stamp `source` [s] plus the usual transit
+    `transit` [s] (None: unknown yet; source 0: none): a starved process's DDS thread stamps
+    the command when it runs, not when a real stack's command path would have had it.
+
+    >>> command_arrival(10.05, 10.0, 4e-4, late=True), command_arrival(10.05, 10.0, 4e-4, False)
+    (10.0004, 10.05)
+    """
+    if late and source and transit is not None:
+        return min(received, source + transit)
+    return received
+
+
 def read_urdf(robot_description, urdf_file):
     """The URDF: `robot_description` if set, else the file `urdf_file` (URDF, or .xacro run
     through xacro), else the bundled arm."""
@@ -334,6 +355,7 @@ class SimNode(Node):
                                      'timeouts', 'states published',
                                      'contact force peak [N]'), 0)
         self._touching = False
+        self._transit = None  # [s] the usual command transit, publication to reception
         self.status = 'waiting'
         self._outbox = deque()  # (wall time [s], JointState) publications due
         self._make_interfaces()
@@ -390,7 +412,7 @@ class SimNode(Node):
             use_global_arguments=False)
         self.command_sub = self.command_node.create_subscription(
             Float64MultiArray, self.resolve_topic_name(self.config.command_topic),
-            self.on_command, 10)
+            self.on_command, max(10, 2 * self.config.max_catch_up))  # every one a catch-up needs
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_timer(1.0, self.publish_diagnostics)
         self.controller_node = self._effort_controller_node()
@@ -410,11 +432,20 @@ class SimNode(Node):
             read_only=True))
         return node
 
-    def _take_commands(self):
-        """Take every command that arrived since the last step (physics thread)."""
+    def _take_commands(self, late):
+        """Take every command that arrived since the last step (physics thread), each at its
+        `command_arrival`; on time (not `late`), the usual transit is learnt from them."""
         while (taken := self.command_sub.handle.take_message(Float64MultiArray, False)):
             msg, info = taken
-            self.on_command(msg, (info.get('received_timestamp') or time.time_ns()) * 1e-9)
+            received = (info.get('received_timestamp') or time.time_ns()) * 1e-9
+            source = (info.get('source_timestamp') or 0) * 1e-9
+            if source and not late:
+                transit = min(received - source, 0.1)
+                self._transit = transit if self._transit is None else (
+                    self._transit + TRANSIT_GAIN * (transit - self._transit))
+            arrival = command_arrival(received, source, self._transit, late)
+            last = self.hold.received  # in order: never before the command taken before it
+            self.on_command(msg, arrival if last is None else max(arrival, last))
 
     def on_command(self, msg, received):
         """Store a valid command (plant order) received at time `received` [s]; refuse and
@@ -458,7 +489,7 @@ class SimNode(Node):
                 k += skipped
                 self._next_sample = t0 + k * dt
             self.counts['late steps'] += max(0, stepped - 1)
-            self._take_commands()
+            self._take_commands(late=stepped > 1)
             snapshot = None
             while k < due:
                 self._step(t0 + k * dt)  # the step [t_k, t_k+1] under the command due at t_k
