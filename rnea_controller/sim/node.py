@@ -50,18 +50,18 @@ subscription keeps 2 x `max_catch_up` of them, and a command taken at a late wak
 its publication plus the usual transit (`command_arrival`) if its reception stamp is later,
 the stamp of this process's starved DDS thread rather than the time it reached the arm.
 
-Why 50 ms (issue 35): this node stands for ros2_control's stack, whose read -> update -> write
-loop runs at SCHED_FIFO 50 and never waits on a busy desktop; only its non-real-time paths
-(the effort controller's command subscription, the joint-state broadcaster's realtime
-publisher) do, by up to a few tens of ms (commands at intervals up to 10-35 ms on a loaded
-2-core host). Within that bound a catch-up is what such a stack does: the arm moves on under
-the last command that reached it. A Python simulator at 1 kHz beside two busy processes is
-starved far longer (0.38 s measured); catching that up meant 0.38 s of an arm driven by one
-held command, neither taking the controller's newer commands nor publishing states: a frozen
-computer, not the stack. It drove the wrist to 3.49 rad/s (limit 3.14) and the node braked.
-Beyond the bound the simulator runs below real time, as Gazebo does when it cannot keep up: the
-node sees a stall of the states, then the arm where it stopped (docs/timing.md). `catch_up`
-splits a lag into the steps skipped and those stepped.
+Why 50 ms (issue 35): this node stands for ros2_control's stack, whose read -> update -> write loop
+runs at SCHED_FIFO 50 and never waits on a busy desktop; only its non-real-time paths (the effort
+controller's command subscription, the joint-state broadcaster's realtime publisher) do, by up to a
+few tens of ms (issue 35 measured commands 10-35 ms apart at worst on a loaded 2-core host, this
+simulator's own lateness included). Within that bound a catch-up is what such a stack does: the arm
+moves on under the last command that reached it. A Python simulator at 1 kHz beside two busy
+processes is starved far longer (0.38 s measured); catching that up meant 0.38 s of an arm driven
+by one held command, neither taking the controller's newer commands nor publishing states: a frozen
+computer, not the stack. It drove the wrist to 3.49 rad/s (limit 3.14) and the node braked. Beyond
+the bound the simulator runs below real time, as Gazebo does when it cannot keep up: the node sees
+a stall of the states, then the arm where it stopped (docs/timing.md). `catch_up` splits a lag into
+the steps skipped and those stepped.
 """
 import argparse
 from collections import deque
