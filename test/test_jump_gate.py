@@ -1,5 +1,6 @@
 """control/jump_gate.py on plain floats, ROS-free: the gate's decisions for a positions-only
-stream (issue 29), each with the stream's own times (stamps and arrivals given, not measured).
+stream (issue 29) and a stream with velocities back from a stall (issue 35), each with the
+stream's own times (stamps and arrivals given, not measured).
 The node's input runs the same gate on real messages: test_inputs.py, test_overspeed.py."""
 import pytest
 
@@ -96,3 +97,30 @@ def test_stamps_the_arrivals_contradict_are_no_motion():
     q = [8.0 * 22e-3, 0.0]
     with pytest.raises(ValueError, match="joint 'a' jumps"):
         g.check(q, None, 3e-3, round(1e9 + 22e-3 * 1e9))
+
+
+def test_a_stream_back_from_a_stall_is_taken_once_its_motion_fits_the_time_since():
+    """Issue 35, a loaded host: the node starved (the last state before the stall, stamped
+    10 ms, arrives at 45 ms), the simulator starved too (its next state, stamped 60 ms after
+    50 ms caught up under the last command, arrives at 60.7 ms), the arm at half its limit
+    throughout, velocities sent. The stamps' 50 ms do not fit the arrivals' 15.7 ms, so the
+    motion is refused as a jump until the quick bound, growing with the arrivals, covers it:
+    j ms later, v (50 + j) <= v_max (15.7 + j + 2): j >= 14.6 by hand. Then the stream is taken
+    back as it is: no brake (every speed within its limit), no stale (30.7 ms without a state
+    taken, fresh_for 100)."""
+    g, v = gate(), 0.5 * LIMIT
+
+    def offer_with_velocity(stamp, arrival):
+        q, qd, stamp_ns = [v * stamp, 0.0], [v, 0.0], round(1e9 + stamp * 1e9)
+        try:
+            g.check(q, qd, arrival, stamp_ns)
+        except ValueError:
+            return False
+        g.taken(q, qd, arrival, stamp_ns)
+        return True
+
+    assert all(offer_with_velocity(k * 1e-3, k * 1e-3) for k in range(10))
+    assert offer_with_velocity(0.010, 0.045)
+    taken = [offer_with_velocity(0.060 + j * 1e-3, 0.0607 + j * 1e-3) for j in range(40)]
+    assert taken == [False] * 15 + [True] * 25
+    assert g.jumps == 15 and g.fast == 0

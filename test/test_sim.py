@@ -25,7 +25,15 @@ from std_msgs.msg import Float64MultiArray, String
 from rnea_controller import default_urdf_path
 from rnea_controller.errors import ParameterError
 from rnea_controller.ros.realtime import BackgroundSpinner
-from rnea_controller.sim.node import command_order, HOME, initial_positions, PARAMETERS, sim_config
+from rnea_controller.sim.node import (
+    catch_up,
+    command_arrival,
+    command_order,
+    HOME,
+    initial_positions,
+    PARAMETERS,
+    sim_config,
+)
 from rnea_controller.sim.plant import Plant
 
 TIMEOUT = 0.4  # [s] the `stream` simulator's command_timeout
@@ -292,3 +300,33 @@ def test_command_order_and_initial_positions_are_checked():
     with pytest.raises(ParameterError, match='needs 6 finite values'):
         initial_positions(plant, (0.0, 1.0))
     np.testing.assert_array_equal(initial_positions(plant, None), HOME)
+
+
+@pytest.mark.parametrize('lag, skipped, stepped', [
+    (1, 0, 1),  # on time: the one step due
+    (35, 0, 35),  # the longest command interval of a loaded stack (issue 35): caught up
+    (50, 0, 50),
+    (51, 1, 50),
+    (380, 330, 50),  # the starved simulator of issue 35: 50 ms stepped, 330 skipped
+])
+def test_a_late_wake_steps_at_most_50_ms_and_skips_the_older_lag(lag, skipped, stepped):
+    """By default the physics catches up at most 50 ms (a loaded ros2_control stack's
+    non-real-time lag), not the 1 s that once drove the arm 0.38 s under one held command
+    (sim/node.py's module doc); the older lag is skipped, every step counted once."""
+    config = sim_config(parameters())
+    assert config.max_catch_up * config.plant.timestep == pytest.approx(0.05)
+    assert catch_up(lag, config.max_catch_up) == (skipped, stepped)
+
+
+def test_a_command_taken_at_a_late_wake_counts_from_its_publication_plus_the_usual_transit():
+    """Published at 10 s, the usual transit 0.4 ms: taken on time, its reception stamp rules
+    (10.0004 s, or a slow one, 10.003 s); taken at a late wake with a stamp of 10.05 s (the
+    starved process's DDS thread), it reached the arm at 10.0004 s, as the steps caught up
+    replay it; a stamp earlier than that, or no publication stamp, or no transit learnt yet:
+    the reception stamp."""
+    assert command_arrival(10.0004, 10.0, 4e-4, late=False) == 10.0004
+    assert command_arrival(10.003, 10.0, 4e-4, late=False) == 10.003
+    assert command_arrival(10.05, 10.0, 4e-4, late=True) == pytest.approx(10.0004, abs=1e-12)
+    assert command_arrival(10.0002, 10.0, 4e-4, late=True) == 10.0002
+    assert command_arrival(10.05, 0.0, 4e-4, late=True) == 10.05
+    assert command_arrival(10.05, 10.0, None, late=True) == 10.05
