@@ -195,7 +195,30 @@ def test_a_stall_of_the_states_in_a_fast_excitation_is_no_contact_and_no_runaway
     print(f'\nstall: {fastest:.2f} x a velocity limit, steps {step:.2f}, modes {result.modes}')
     assert 'stale: stopping' in result.modes
     assert fastest <= FASTEST, f'{fastest:.2f} x a velocity limit'
+    assert step <= STEP, f'a command step of {step:.2f} x an effort limit'  # 0.54 before
+    assert not declared, declared  # the RECOVER_* ramp (ros/loop.py); now 0.22
+
+
+@pytest.mark.parametrize('seed', (2, 3))
+def test_a_node_paused_beyond_its_state_timeout_goes_on_and_takes_the_arm_back_gently(seed):
+    """The node itself paused up to 150 ms (3 % of its ticks, every pause long), waking with
+    its timer before its queued states (rclpy's order): the states came on time, so no stale
+    stop (before: both seeds 'stale: stopping', seed 3 ending 0.15 rad off with a command step
+    of 1.06 x an effort limit), no contact over the gap (the observer judged 150 ms as one
+    period: joint3 -22.4 N·m), and the command after the pause changes at most RECOVER_STEP of
+    the smallest effort limit per tick."""
+    options, told = ROWS['links off 30 % / 3 cm']
+    plant, ref = Plant(URDF, options), reference()
+    paused = Timing(delay=0.002, delay_jitter=1e-3, missed=0.03, burst=150, long_pauses=1.0,
+                    jitter=5e-4, seed=seed, ticks_first=True)
+    result = run(plant, Node(MODEL, told, ref), MOVE + HOLD, paused, START, ref)
+    rms, final, fastest, step, declared = figures(result, ref)
+    print(f'\npaused, seed {seed}: RMS {rms:.1e} rad, final {final:.0e}, steps {step:.2f}, '
+          f'modes {result.modes}')
+    assert 'stale: stopping' not in result.modes
     assert not declared, declared
+    assert fastest <= FASTEST and step <= STEP, (fastest, step)
+    assert final <= FINAL, final
 
 
 def test_the_node_measures_how_late_its_commands_act():

@@ -11,13 +11,15 @@ from `Timing`'s seed:
   reaches the node `transit` later;
 - the node's process is descheduled for a while (`missed`: the share of ticks that fall in such
   a pause, `burst`: the longest pause [ticks]); during a pause nothing of the node runs; at its
-  end the node takes the states that queued up, in order, then ticks once (an rclpy timer
-  that is late fires once and skips the periods it missed);
+  end the node takes the states that queued up, in order, then ticks once (or first:
+  `ticks_first`; an rclpy timer that is late fires once and skips the periods it missed);
 - a command published at t acts on the arm from t + `delay` [s] (DDS, the driver, the
   controller_manager's own period) plus an exponential extra of mean `delay_jitter` [s] (in
   order: never before the previous command), the newest one that arrived, held (zero-order);
 - `stall` (start [s], duration [s]): the state stream stops (a dropped network, a starved
   driver) while the node goes on ticking and its commands go on acting.
+- `ticks_first`: at a pause's end the timer fires before the states that queued up are
+  taken (rclpy's executor runs a ready timer before its subscriptions); else after them.
 
 A controller under test is an object with `take(q, qd, stamp [s], now [s])` (a state arrives)
 and `tick(now [s]) -> tau or None` (the timer fires): `Node` (the node's tick with a parameter
@@ -54,6 +56,7 @@ class Timing:
     transit: float = 2e-4
     stall: tuple | None = None
     seed: int = 0
+    ticks_first: bool = False
 
     def pauses(self, duration, period):
         """[(start, end)] [s] of the node's pauses: `missed` of the ticks fall in one, each
@@ -241,7 +244,8 @@ def run(plant, controller, duration, timing, start, reference=None):
             first = min(at, arrivals[0][0]) if arrivals else at
             if first >= t + dt:
                 break
-            if arrivals and arrivals[0][0] <= at:
+            if arrivals and (arrivals[0][0] < at or arrivals[0][0] == at
+                             and not timing.ticks_first):
                 taken, q, qd, stamp = arrivals.pop(0)
                 controller.take(q, qd, stamp, taken)
                 continue

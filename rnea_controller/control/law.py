@@ -541,6 +541,7 @@ class Controller:
         self.fallbacks = 0
         self.failing_since = None
         self._has_previous = False
+        self.recovery_step = 0.0  # [N·m] a bound on this tick's command change (`_step`)
         self._good = config
         self._first = None  # the first measured q since `reset` (`_watch`)
         self.responding = False  # the measured states have changed since `reset`
@@ -638,8 +639,14 @@ class Controller:
         adaptation.clear_integral(self._arrays)
 
     def _step(self, cfg, rate_limited=True):
-        """Largest command change this tick [N·m] (0: no rate limit)."""
-        return cfg.torque_rate_limit * cfg.period if rate_limited and self._has_previous else 0.0
+        """Largest command change this tick [N·m] (0: no rate limit): the rate limit's, or
+        `recovery_step` if smaller (set by the caller, 0: none; the node's loop after a pause
+        or a blind stretch, when the arm moved unwatched)."""
+        if not (rate_limited and self._has_previous):
+            return 0.0
+        step = cfg.torque_rate_limit * cfg.period
+        recovery = self.recovery_step
+        return min(step, recovery) if step > 0.0 and recovery > 0.0 else max(step, recovery)
 
     def command(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray, ref: np.ndarray,
                 f_ext: dict | None = None, state_dt: float = -1.0,

@@ -39,6 +39,9 @@ FADE = 0.05  # [s] the time constant of the last feedback's fading while blind
 MEASURE_EVERY = 0.25  # [s] the actuation delay is measured this often
 PAIRED = 0.04  # [s] the adaptation pauses while the actuation delay measured is this or more
 SURE = 3  # measurements before the delay is said and acted on (one alone can be wrong)
+RECOVER_PAUSE = 0.01  # [s] a pause of the loop itself this long, or a blind stretch, ends ...
+RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER_STEP ...
+RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 
 
 class ControlLoop:
@@ -85,6 +88,10 @@ class ControlLoop:
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
         self._last_state = (None, 0)  # (arrival [s], stamp [ns]) of the last state the law saw
+        self._last_tick = None  # [s] the previous tick's start (`_seen`)
+        self._recover_until = -math.inf  # [s] commands change slowly until then (RECOVER_*)
+        self._blind = False  # the last law tick ran blind (`_dead_reckoned`)
+        self._gap = 0.0  # [s] between the stamps of the law's last two states (`_state_dt`)
         self._period_ns = round(cfg.period * 1e9)
         self._diagnostics_due = clock() + 1.0
         self.diagnostics_time = 0.0  # [s] the last /diagnostics publish
@@ -117,10 +124,13 @@ class ControlLoop:
         t_start = self.clock()
         now_ns = self.now_ns()
         before = self.modes.mode
-        command = self.modes.step(cfg, t_start, state.time if state.valid else None, state.q,
+        command = self.modes.step(cfg, t_start, self._seen(cfg, state, t_start), state.q,
                                   state.qd)
+        self._last_tick = t_start
         if before is modes.STALE_HOLD and self.modes.mode is not before:
             self.observer.reset()  # states again: which commands acted meanwhile is unknown
+        if command is not modes.LAW:
+            self.controller.recovery_step = 0.0  # the brake at once, as ever
         if command is modes.LAW:
             self._control(cfg, state, now_ns, t_start, wrench)
         elif command is modes.BRAKE:
@@ -135,6 +145,21 @@ class ControlLoop:
         self._lock_phase(t_start)
         self._after_tick(cfg, t_start)
 
+    def _seen(self, cfg, state, t_start):
+        """The arrival [s] by which the modes judge the state's age (None: no valid state):
+        its own, moved on by how long this loop itself did not run beyond a period. A node the
+        host paused (tens of ms on a busy stock kernel) wakes with its timer first: rclpy's
+        executor runs a ready timer before the subscriptions, so the states that came meanwhile
+        are still queued, and the newest one taken is as old as the pause. That is not a
+        stream gone stale; the next tick, after they are taken, judges it (a loaded demo went
+        'stale: stopping' and dropped its trajectory with the simulator publishing on time)."""
+        if not state.valid:
+            return None
+        paused = t_start - self._last_tick - cfg.period if self._last_tick is not None else 0.0
+        if paused > RECOVER_PAUSE:
+            self._recover_until = t_start + RECOVER_TIME
+        return state.time + max(paused, 0.0)
+
     def _control(self, cfg, state, now_ns, t_start, wrench):
         """The law towards the reference where the command acts, published."""
         if self.action_server is not None:
@@ -143,8 +168,13 @@ class ControlLoop:
             self.intake.swap_in()
         state_dt = self._state_dt(cfg, state)
         if state_dt > 0.0:
-            self._watch_contact(cfg, state, state_dt, wrench)
+            self._watch_contact(cfg, state, self._gap, wrench)
         blind = t_start - state.time - self._late(state_dt)
+        if self._blind and blind <= 0.0:  # seeing again: the arm moved unwatched
+            self._recover_until = t_start + RECOVER_TIME
+        self._blind = blind > 0.0
+        self.controller.recovery_step = (RECOVER_STEP * float(np.min(cfg.effort_limits))
+                                         if t_start < self._recover_until else 0.0)
         if blind > 0.0:
             ref_ns, q, qd = self._dead_reckoned(cfg, now_ns, blind)
         else:
@@ -182,17 +212,19 @@ class ControlLoop:
         """The law's online estimate takes new states only, at their real time step [s]:
         0 if this tick's state is the one of the last law tick (states are not in lockstep
         with the ticks), else the time from that state's stamp to this one's (the arrivals'
-        if the stamps do not advance within `state_timeout`; a period if neither does)."""
+        if the stamps do not advance within `state_timeout`; a period if neither does).
+        `_gap` [s]: the same without the bound, for the contact observer, which must not
+        judge a gap (a paused node takes the newest of its queued states: 150 ms counted as
+        one period read the arm's motion over them as a contact, joint3 -22.4 N·m)."""
         arrival, stamp_ns = state.time, self.timing.stamp_ns
         last_arrival, last_stamp_ns = self._last_state
         if arrival == last_arrival:
             return 0.0
         self._last_state = (arrival, stamp_ns)
-        for dt in ((stamp_ns - last_stamp_ns) * 1e-9,
-                   arrival - (last_arrival if last_arrival is not None else arrival)):
-            if 0.0 < dt <= cfg.state_timeout:
-                return dt
-        return cfg.period
+        gaps = ((stamp_ns - last_stamp_ns) * 1e-9,
+                arrival - (last_arrival if last_arrival is not None else arrival))
+        self._gap = next((dt for dt in gaps if dt > 0.0), cfg.period)
+        return next((dt for dt in gaps if 0.0 < dt <= cfg.state_timeout), cfg.period)
 
     def _measure_actuation(self, cfg):
         """Every MEASURE_EVERY, in the slack after the command: the actuation delay from the
