@@ -335,13 +335,13 @@ def test_tracking_with_stamps_50_ms_early_or_late_is_as_good_as_with_synchronise
                                     'relay': relay.proc})
         for k, offset in enumerate((0.0, -0.05, 0.05)):
             relay.set(offset)
-            time.sleep(3.0)  # StampClock: the window of the switch, then a whole one (< 2 s)
+            time.sleep(2.5)  # StampClock: the window of the switch, then a whole one (< 2 s)
             names = probe.references[-1].name
             start = np.array(probe.references[-1].position)
             goal = start + (-1) ** k * np.array([0.3, -0.2, 0.2, 0.3, 0.3, 0.3])
             t0 = time.time()
             probe.send(names, start, goal, 2.0)
-            time.sleep(3.0)
+            time.sleep(2.5)
             rms[offset], count = tracking_rms(probe.references, true_states, t0 + 0.1, t0 + 2.0)
             starvation.check(count > 500, f'{count} states in 1.9 s at offset {offset}', meter)
             probe.references.clear()
