@@ -265,6 +265,7 @@ EXACT_RMS, EXACT_FINAL = 1.3e-3, 1e-3  # [rad] test_the_round_trip_with_the_real
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.long  # not in ./run test (the suite's 10 minutes): ./run test -m long
 def test_the_round_trip_with_the_real_programs(tmp_path):
     """Issue 30 with the real programs (rnea-demo: simulator, controller, recorder, validator):
     the simulated arm geared and its links off the URDF (seed 2). An excitation recorded with

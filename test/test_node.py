@@ -536,7 +536,7 @@ def test_states_stamped_50_ms_early_or_late_are_timed_by_their_arrival(setup, pr
         medians = {}
         for offset in (0.0, -0.05, 0.05):
             feeder.set(JOINTS, Q0, np.zeros(6), stamp_offset=offset)
-            time.sleep(3.0)  # StampClock: the window of the switch, then a whole one (< 2 s)
+            time.sleep(2.5)  # StampClock: the window of the switch, then a whole one (< 2 s)
             lags.clear()
             assert wait_for(lambda: len(lags) > 200, 10.0), processes.output(proc)
             medians[offset] = float(np.median(lags))
