@@ -131,6 +131,7 @@ def assert_predicts_held_out_torques(identification):
         assert held['identified'] <= 0.05 and held['identified'] < held['urdf'], (joint, held)
 
 
+@pytest.mark.long  # not in ./run test (the suite's 10 minutes): ./run test -m long
 def test_excite_identify_restart_tracks_within_2x_of_told(told):
     """Issue 23's round trip in process: told nothing but a feedback floor, the excitation
     moves every joint; the fit finds friction within 3 % and the armature the plant's step has,

@@ -306,6 +306,7 @@ def tracking_rms(references, states, start, end):
 
 
 @pytest.mark.integration
+@pytest.mark.long  # not in ./run test (the suite's 10 minutes): ./run test -m long
 def test_tracking_with_stamps_50_ms_early_or_late_is_as_good_as_with_synchronised_ones(
         processes, probe):
     """Issue 26, case 2: the simulator's states reach the controller through a relay that puts
