@@ -782,9 +782,15 @@ def test_an_effort_controller_without_a_joints_list_is_skipped_with_a_warning(
 
 
 def logged_at(log, what):
-    """The stamp [s] of the node's first log line starting with `what`, or None."""
-    found = re.search(r'^\[\w+\] \[([0-9.]+)\] \[[^]]+\]: ' + re.escape(what), log, re.M)
-    return float(found.group(1)) if found else None
+    """The stamp [s] of the node's first log record whose text starts with `what`, or None:
+    the last stamp before it (a loaded run's log had another line between a record's prefix
+    and its text: the shared file takes the node's stdout and stderr as they come)."""
+    for found in re.finditer(r'\]: ' + re.escape(what), log):
+        stamps = re.findall(r'\[([0-9]+\.[0-9]+)\] \[', log[max(0, found.start() - 400):
+                                                          found.start()])
+        if stamps:
+            return float(stamps[-1])
+    return None
 
 
 @pytest.mark.parametrize('effort_controller', [False, True])
