@@ -74,10 +74,9 @@ def figures(result, desired):
             contacts(result))
 
 
-def _cell(row, delay, motion):
-    """(node's figures, PD + gravity's) for a row under a column's timing, on `motion`."""
-    options, told = ROWS[row]
-    make, duration = MOTIONS[motion]
+def side_by_side(options, told, make, duration, delay):
+    """(node's figures told `told`, PD + gravity's) on the arm `options`, following the
+    trajectory `make()` for `duration` [s] under the column `delay`'s timing."""
     out = []
     for law in ('node', 'reference'):
         plant, ref = Plant(URDF, options), make()
@@ -85,6 +84,11 @@ def _cell(row, delay, motion):
                       else PdGravity(plant, ref, START))
         out.append(figures(run(plant, controller, duration, timing(delay), START, ref), ref))
     return tuple(out)
+
+
+def _cell(row, delay, motion):
+    """(node's figures, PD + gravity's) for a row under a column's timing, on `motion`."""
+    return side_by_side(*ROWS[row], *MOTIONS[motion], delay)
 
 
 @cache
@@ -176,14 +180,7 @@ def identified_file():
 @cache
 def identified_cell(delay):
     """(node's figures told the identified file, PD + gravity's) on IDENTIFIED_ARM."""
-    values, out = identified_file(), []
-    for law in ('node', 'reference'):
-        plant, ref = Plant(URDF, IDENTIFIED_ARM), reference()
-        controller = (Node(MODEL, values, ref) if law == 'node'
-                      else PdGravity(plant, ref, START))
-        out.append(figures(run(plant, controller, MOVE + HOLD, timing(delay), START, ref),
-                           ref))
-    return tuple(out)
+    return side_by_side(IDENTIFIED_ARM, identified_file(), reference, MOVE + HOLD, delay)
 
 
 @pytest.mark.parametrize('delay', DELAYS, ids=[f'{1e3 * d:g} ms' for d in DELAYS])

@@ -38,9 +38,9 @@ but where they are true the arm shows them). A third: the estimate's a^ qdd, low
 the residual is: a^ is learnt, not known, and one learnt from a joint's friction (the law's
 rule 8, control/adaptation.py: a^ 0.73 kg·m² on the friction-true xArm7's joint3) read its
 own error at a sharp deceleration as a contact (-24.8 N·m against 22.6). A model error is
-not a contact; an arm blocked by an obstacle is at rest, where only the first term counts. `update`
-returns the joint (the largest share of its threshold). The loop's modes (control/modes.py)
-then drop the trajectory and hold.
+not a contact; an arm blocked by an obstacle is at rest, where only the first term counts.
+`update` returns the joint (the largest share of its threshold). The loop's modes
+(control/modes.py) then drop the trajectory and hold.
 """
 from typing import TYPE_CHECKING
 
@@ -137,9 +137,8 @@ class ContactObserver:
 
     def set_delay(self, measured: float) -> None:
         """The window of the delay allowance (`_observe`): `contact.command_delay`, or the
-        command delay the
-        loop measured [s] if longer (control/timing.py's ActuationDelay: a late loop's
-        commands act later still). The commands already seen stay in it."""
+        command delay the loop measured [s] if longer (control/timing.py's ActuationDelay: a
+        late loop's commands act later still). The commands already seen stay in it."""
         cfg = self._cfg
         delay = max(float(cfg.values['contact.command_delay']), measured)
         window = 1 + int(np.ceil(min(delay, MAX_DELAY) / cfg.period))

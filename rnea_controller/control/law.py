@@ -541,7 +541,6 @@ class Controller:
         self.fallbacks = 0
         self.failing_since = None
         self._has_previous = False
-        self.recovery_step = 0.0  # [N·m] a bound on this tick's command change (`_step`)
         self._good = config
         self._first = None  # the first measured q since `reset` (`_watch`)
         self.responding = False  # the measured states have changed since `reset`
@@ -638,19 +637,18 @@ class Controller:
         properties of the arm). A command that is not the law's (`gravity_hold`) calls it."""
         adaptation.clear_integral(self._arrays)
 
-    def _step(self, cfg, rate_limited=True):
+    def _step(self, cfg, rate_limited=True, recovery=0.0):
         """Largest command change this tick [N·m] (0: no rate limit): the rate limit's, or
-        `recovery_step` if smaller (set by the caller, 0: none; the node's loop after a pause
-        or a blind stretch, when the arm moved unwatched)."""
+        `recovery` [N·m] if smaller (0: none; the node's loop after a pause or a blind
+        stretch, when the arm moved unwatched)."""
         if not (rate_limited and self._has_previous):
             return 0.0
         step = cfg.torque_rate_limit * cfg.period
-        recovery = self.recovery_step
         return min(step, recovery) if step > 0.0 and recovery > 0.0 else max(step, recovery)
 
     def command(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray, ref: np.ndarray,
                 f_ext: dict | None = None, state_dt: float = -1.0,
-                measured: tuple | None = None) -> np.ndarray:
+                measured: tuple | None = None, recovery: float = 0.0) -> np.ndarray:
         """Limited tau [N·m] for measured q [rad], qd [rad/s] (model size) and ref (3, m).
 
         ref rows: q_d, qd_d, qdd_d of the controlled joints (a `Trajectory.sample`). One
@@ -661,6 +659,8 @@ class Controller:
         default): every call a new state one period after the last (lockstep simulation).
         measured: (q, qd) of the state as it came, for the estimate, when q and qd are
         predicted to where the command acts (latency compensation); None: q and qd.
+        recovery [N·m]: the most the command may change from the last one (0: only the rate
+        limit bounds it).
         """
         n = cfg.model.n
         if q.shape != (n,) or qd.shape != (n,) or ref.shape != (3, len(cfg.index)):
@@ -676,7 +676,7 @@ class Controller:
                                  f'fit {n} joints')
         self._watch(qm)
         finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
-                           self._step(cfg),
+                           self._step(cfg, recovery=recovery),
                            float(state_dt))
         return self._checked(cfg, finite, q)
 

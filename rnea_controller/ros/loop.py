@@ -129,8 +129,6 @@ class ControlLoop:
         self._last_tick = t_start
         if before is modes.STALE_HOLD and self.modes.mode is not before:
             self.observer.reset()  # states again: which commands acted meanwhile is unknown
-        if command is not modes.LAW:
-            self.controller.recovery_step = 0.0  # the brake at once, as ever
         if command is modes.LAW:
             self._control(cfg, state, now_ns, t_start, wrench)
         elif command is modes.BRAKE:
@@ -152,7 +150,8 @@ class ControlLoop:
         executor runs a ready timer before the subscriptions, so the states that came meanwhile
         are still queued, and the newest one taken is as old as the pause. That is not a
         stream gone stale; the next tick, after they are taken, judges it (a loaded demo went
-        'stale: stopping' and dropped its trajectory with the simulator publishing on time)."""
+        'stale: stopping' and dropped its trajectory with the simulator publishing on time).
+        A pause over RECOVER_PAUSE also starts the gentle return (RECOVER_*, `_control`)."""
         if not state.valid:
             return None
         paused = t_start - self._last_tick - cfg.period if self._last_tick is not None else 0.0
@@ -173,8 +172,8 @@ class ControlLoop:
         if self._blind and blind <= 0.0:  # seeing again: the arm moved unwatched
             self._recover_until = t_start + RECOVER_TIME
         self._blind = blind > 0.0
-        self.controller.recovery_step = (RECOVER_STEP * float(np.min(cfg.effort_limits))
-                                         if t_start < self._recover_until else 0.0)
+        recovery = (RECOVER_STEP * float(np.min(cfg.effort_limits))
+                    if t_start < self._recover_until else 0.0)
         if blind > 0.0:
             ref_ns, q, qd = self._dead_reckoned(cfg, now_ns, blind)
         else:
@@ -185,7 +184,8 @@ class ControlLoop:
         # held where it met an obstacle: no estimate, no integral pushing into it; blind: no
         # state to learn from
         self.controller.adapting = self.modes.mode is not modes.CONTACT and blind <= 0.0
-        tau = self.controller.command(cfg, q, qd, ref, wrench, state_dt, (state.q, state.qd))
+        tau = self.controller.command(cfg, q, qd, ref, wrench, state_dt, (state.q, state.qd),
+                                      recovery)
         self.observer.commanded(tau)
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
                              self.controller.failing_since)
