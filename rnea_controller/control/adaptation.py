@@ -112,6 +112,7 @@ SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance has been a
 NATURAL_PACE = 10.0  # [1/s] the pace Kp / Kd if Kd is 0: the default gains' (law's ω / 2)
 ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
 ESTIMATE, INTEGRAL, UNSTICK = 0, 1, 2  # the schedule's entries
+ANSWER_TIME = 0.04  # [s] the adaptation starts this long after the first command (Controller)
 CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time (rule 8)
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
 

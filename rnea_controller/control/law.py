@@ -543,7 +543,9 @@ class Controller:
         self._has_previous = False
         self._good = config
         self._first = None  # the first measured q since `reset` (`_watch`)
-        self.responding = False  # the measured states have changed since `reset`
+        self._moved = False  # the measured positions changed since `reset`
+        self._commands = 0  # commands since `reset`
+        self.responding = False  # moved, and commanded for adaptation.ANSWER_TIME
         self._adapting = True  # False: the adaptation paused (`adapting`)
         self._schedule = np.ones(3)  # the caller's (`set_schedule`); the work's is in force
         self._compile(config)
@@ -586,18 +588,24 @@ class Controller:
         active = self.responding and self._adapting
         self._arrays['schedule'][:] = self._schedule if active else 0.0
 
-    def _watch(self, qm):
+    def _watch(self, qm, period):
         """`responding` once the measured positions qm [rad] differ from the first since
-        `reset`. A stream of one unchanging state is not an arm answering its commands (a
-        test's constant feeder, a driver repeating its last state): what the estimate would
-        learn from it (d^ taking the feedback, a^ grown on a joint that 'does not follow')
-        and an integral on its error are not the arm's. A real arm's states change from the
-        first command on (its noise, its motion)."""
+        `reset` and the law has commanded for adaptation.ANSWER_TIME (`period` [s] a tick).
+        A stream of one unchanging state is not an arm answering its commands (a test's
+        constant feeder, a driver repeating its last state): what the estimate would learn
+        from it (d^ taking the feedback, a^ grown on a joint that 'does not follow') and an
+        integral on its error are not the arm's. A real arm's states change from the first
+        command on (its noise, its motion). And a command acts only after the actuation
+        delay, unknown until measured (control/timing.py's ActuationDelay, after a second):
+        before ANSWER_TIME the arm may still be moving as it did without the law."""
         if self.responding:
             return
+        self._commands += 1
         if self._first is None:
             self._first = qm.copy()
         elif not np.array_equal(qm, self._first):
+            self._moved = True
+        if self._moved and self._commands * period >= adaptation.ANSWER_TIME:
             self.responding, self._first = True, None
             self._gate()
 
@@ -628,7 +636,7 @@ class Controller:
         the arm answers (`responding`; the schedule is kept): the node calls it on activation
         and when it stops commanding (stale states)."""
         self._has_previous = False
-        self._first, self.responding = None, False
+        self._first, self.responding, self._moved, self._commands = None, False, False, 0
         adaptation.reset(self._arrays)
         self._gate()
 
@@ -674,7 +682,7 @@ class Controller:
         if qm.shape != (n,) or qdm.shape != (n,):
             raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
                                  f'fit {n} joints')
-        self._watch(qm)
+        self._watch(qm, cfg.period)
         finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
                            self._step(cfg, recovery=recovery),
                            float(state_dt))
