@@ -112,3 +112,36 @@ def test_the_schedule_is_read_back_kept_by_reset_and_checked():
         with pytest.raises(ParameterError, match=r'set_schedule: \w+ = .* is not in \[0, 1\]'):
             controller.set_schedule(**bad)
     assert controller.schedule['estimate'] == 0.25
+
+
+def calmed_after(velocities, armature=0.01, joint=4):
+    """(a^, times rule 8 acted) of `joint` after the measured velocities `velocities` [rad/s]
+    (one per tick) with the arm held at START, the estimate, integral and stuck rule paused
+    (rule 8 alone acts), its a^ set to `armature` [kg·m²] once the adaptation is on."""
+    cfg = validate_parameters({}, MODEL)
+    controller = Controller(cfg)
+    controller.set_schedule(0.0, 0.0, False)
+    ref = np.vstack((START, np.zeros((2, len(JOINTS)))))
+    for tick in range(60):  # positions that change: the arm answers, ANSWER_TIME passes
+        controller.command(cfg, START + 1e-7 * tick, np.zeros(len(JOINTS)), ref)
+    controller.estimates[0, joint] = armature
+    for v in velocities:
+        qd = np.zeros(len(JOINTS))
+        qd[joint] = v
+        controller.command(cfg, START, qd, ref)
+    return controller.estimates[0, joint], controller.calmed[joint]
+
+
+def test_a_joint_whose_velocity_swings_back_and_forth_has_its_stiffening_taken_back():
+    """Rule 8 by the velocity: a light wrist (joint5, M_55 4.3e-3 kg·m²) whose a^ made its
+    feedback too stiff swings at ±0.1 rad/s every tick while its command, a few N·m, swings
+    under CHATTER of its 30 N·m limit: a^ is halved. (On the xArm7 told its friction exactly,
+    commands 5 ms late, joint5's velocity swung to 3.4x its limit within 40 ms of a reversal
+    with a^ 0.11 kg·m²: the brake.) A smooth acceleration or the sensor noise of a real arm
+    (0.01 rad/s) is no swing."""
+    swinging = 0.1 * (-1.0) ** np.arange(40)
+    armature, calmed = calmed_after(swinging)
+    assert calmed >= 1 and armature <= 0.005, (armature, calmed)
+    for velocities in (np.linspace(0.0, 1.0, 200),
+                       np.random.default_rng(1).normal(0.0, 0.01, 400)):
+        assert calmed_after(velocities) == (0.01, 0.0)

@@ -38,8 +38,13 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    whose positions contradict its velocities beyond a quarter plus CONSISTENT, or did not
    change at all (a broken publisher, a feeder's repeated state). The Controller also pauses
    rules 2, 6 and 7 until the measured positions change after a reset (a constant state
-   is not an arm answering: d^ would take the feedback's torque) and in `holding: contact`
-   (an arm held by an obstacle; an integral pushed the bundled arm's sphere 10 -> 28 N).
+   is not an arm answering: d^ would take the feedback's torque) and until it has commanded
+   for ANSWER_TIME (a command acts after the actuation delay, unknown until measured: with
+   commands 10 ms late the first window took the arm's fall under no command as d^ = 6.0
+   N·m on the wrong-link xArm7's joint4, its gravity error 1.8, and flung the wrist past
+   its velocity limit on 3 draws of 7 of the links' errors; none since), and in `holding:
+   contact` (an arm held by an obstacle; an integral pushed the bundled arm's sphere 10 ->
+   28 N).
 5. Where the estimates act (`armature`, `damped`; the law adds them). a^ in the RNEA rows as
    armature: computed torque's feedback acts through M + a^, so an untold geared joint
    regains its stiffness as far as its response shows. b^ in the friction feedforward
@@ -66,18 +71,22 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    2.9e-2 rad RMS); before a^ is known the integral through M_ii alone is unstable on an
    untold geared joint ((M_ii + a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links
    row 3e-3 rad off after 1 s; 4000 is the default.
-8. A command that chatters takes the stiffening back (`_calm`). a^ acts on a joint through
-   the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
-   m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at
-   a nearly constant acceleration, where qdd_m and 1 are collinear; on the friction-true
-   xArm7 joint3 took its Coulomb friction as a^ = 0.73 kg·m² (M_33 0.61, m_eff 0.06: 13x the
-   gain) and after a 26 ms pause of the loop its command swung ±30 N·m every 4 ms until the
-   brake (RMS 0.37 rad). Measured over CHATTER_TIME, a command whose mean change per tick
-   exceeds CHATTER x the effort limit while its signed mean stays under a quarter of it
-   chatters: a^ and b^ are halved (a^'s variance reset to GAIN); the loop logs it. There it
-   acted twice within 15 ms: RMS 1.5e-2 rad, no brake (test_timing_matrix's excitation). A
-   tracked command changes by at most ~0.05 N·m per tick, a pause's catch-up once: the demo
-   rows of the matrix never trigger it.
+8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
+   through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
+   m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
+   nearly constant acceleration, where qdd_m and 1 are collinear; on the friction-true xArm7 joint3
+   took its Coulomb friction as a^ = 0.73 kg·m² (M_33 0.61, m_eff 0.06: 13x the gain) and after a
+   26 ms pause of the loop its command swung ±30 N·m every 4 ms until the brake (RMS 0.37 rad).
+   Measured over CHATTER_TIME, a command whose mean change per tick exceeds CHATTER x the effort
+   limit while its signed mean stays under a quarter of it chatters: a^ and b^ are halved (a^'s
+   variance reset to GAIN); the loop logs it. There it acted twice within 15 ms: RMS 1.5e-2 rad, no
+   brake (test_timing_matrix's excitation). A tracked command changes by at most ~0.05 N·m per
+   tick, a pause's catch-up once: the demo rows of the matrix never trigger it. The measured
+   velocity too, swinging by over VIBRATION x the velocity limit per tick: a light joint's command
+   is small against its limit (joint5 of the xArm7 told its friction exactly, M_55 4.3e-3 kg·m², a^
+   0.11, commands 5 ms late: its velocity swung to 3.4x the limit within 40 ms of a reversal, its
+   command a few N·m of 30: the brake; now calmed, final 9.6e-4 rad). A tracked velocity changes by
+   qdd·dt, ~0.01 rad/s per tick, a real arm's noise by ~0.01.
 
 The schedule (issue 35, for the timing policy): `LawWork.schedule` (3,), read every tick,
 set between ticks by `Controller.set_schedule` without rebuilding the config: [ESTIMATE] in
@@ -112,9 +121,11 @@ SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance has been a
 NATURAL_PACE = 10.0  # [1/s] the pace Kp / Kd if Kd is 0: the default gains' (law's ω / 2)
 ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
 ESTIMATE, INTEGRAL, UNSTICK = 0, 1, 2  # the schedule's entries
-ANSWER_TIME = 0.04  # [s] the adaptation starts this long after the first command (Controller)
+ANSWER_TIME = 0.04  # [s] the adaptation starts this long after the first command (Controller);
+# also the longest actuation delay the estimate pairs (ros/loop.py pauses it beyond)
 CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time (rule 8)
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
+VIBRATION = 0.03  # x the velocity limit per tick: a velocity swinging more chatters too
 
 WORK_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral', 'settled',
                'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed')
@@ -128,10 +139,11 @@ def work_shapes(n: int, m: int) -> dict:
     window's first state; count [commands in `applied`, state intervals, 1 once the window
     has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
     1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,);
-    swing (3, m) rule 8's measure of the command [N·m]; calmed (m,) how often rule 8 acted."""
+    swing (6, m) rule 8's measures of the command [N·m] and the velocity [rad/s]; calmed (m,)
+    how often rule 8 acted."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
-                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(3, m),
+                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(6, m),
                 calmed=(m,))
 
 
@@ -244,7 +256,7 @@ def adapt(model: 'LawModel', work: 'LawWork', qm: np.ndarray, qdm: np.ndarray, c
     _estimate(model, work, qm, qdm, closing, ref)
     _unstick(model, work, ref)
     _integrate(model, work, ref)
-    _calm(model, work)
+    _calm(model, work, qdm)
 
 
 @njit(cache=True)
@@ -386,14 +398,15 @@ def _integrate(model, work, ref):
 
 
 @njit(cache=True)
-def _calm(model, work):
+def _calm(model, work, qd):
     """Rule 8: per joint, swing[0] the mean |change| of the command per tick over about
-    CHATTER_TIME [N·m], swing[1] its mean signed change, swing[2] the last command. A command
-    that swings by over CHATTER x the effort limit per tick while going nowhere (the signed
-    mean under a quarter of it) chatters: the feedback is stiffer than the arm, and the
-    estimates that stiffen it, a^ and b^, are halved (a^'s variance reset: it learns again),
-    counted in `calmed`. Off with the estimate off and for feedforward_pd (its gains are the
-    user's, not the estimate's)."""
+    CHATTER_TIME [N·m], swing[1] its mean signed change, swing[2] the last command; swing[3:6]
+    the same of the measured velocity qd [rad/s]. A command that swings by over CHATTER x
+    the effort limit per tick, or a velocity by over VIBRATION x the velocity limit, while
+    going nowhere (the signed mean under a quarter of it) chatters: the feedback is stiffer
+    than the arm, and the estimates that stiffen it, a^ and b^, are halved (a^'s variance
+    reset: it learns again), counted in `calmed`. Off with the estimate off and for
+    feedforward_pd (its gains are the user's, not the estimate's)."""
     if model.forget == 1.0 or model.pd:
         return
     beta = model.dt / CHATTER_TIME
@@ -403,9 +416,16 @@ def _calm(model, work):
         swing[2, k] = work.tau[k]
         swing[0, k] += beta * (abs(d) - swing[0, k])
         swing[1, k] += beta * (d - swing[1, k])
-        if swing[0, k] > CHATTER * model.limits[k] and abs(swing[1, k]) < 0.25 * swing[0, k]:
+        d = qd[model.index[k]] - swing[5, k]
+        swing[5, k] = qd[model.index[k]]
+        swing[3, k] += beta * (abs(d) - swing[3, k])
+        swing[4, k] += beta * (d - swing[4, k])
+        vibrates = (swing[3, k] * model.scales[1, k] > VIBRATION
+                    and abs(swing[4, k]) < 0.25 * swing[3, k])
+        if vibrates or (swing[0, k] > CHATTER * model.limits[k]
+                        and abs(swing[1, k]) < 0.25 * swing[0, k]):
             work.theta[0, k] *= 0.5
             work.theta[1, k] *= 0.5
             work.P[k, 0, 0] = GAIN
-            swing[0, k] = swing[1, k] = 0.0
+            swing[0, k] = swing[1, k] = swing[3, k] = swing[4, k] = 0.0
             work.calmed[k] += 1.0

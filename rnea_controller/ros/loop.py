@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from rnea_controller.control import modes
-from rnea_controller.control.adaptation import CHATTER
+from rnea_controller.control.adaptation import ANSWER_TIME, CHATTER, VIBRATION
 from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import ActuationDelay, LoopTiming, predict
@@ -37,7 +37,7 @@ LATE = 5.0  # the newest state is believed while younger than this x the usual i
 LATE_FLOOR = 0.01  # [s] ... or than this
 FADE = 0.05  # [s] the time constant of the last feedback's fading while blind
 MEASURE_EVERY = 0.25  # [s] the actuation delay is measured this often
-PAIRED = 0.04  # [s] the adaptation pauses while the actuation delay measured is this or more
+PAIRED = ANSWER_TIME  # [s] the adaptation pauses while the actuation delay measured is this+
 SURE = 3  # measurements before the delay is said and acted on (one alone can be wrong)
 RECOVER_PAUSE = 0.01  # [s] a pause of the loop itself this long, or a blind stretch, ends ...
 RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER_STEP ...
@@ -264,8 +264,9 @@ class ControlLoop:
             return
         for k in np.flatnonzero(calmed > seen):
             a, b = self.controller.estimates[0, k], self.controller.estimates[1, k]
-            self._log('warning', f"joint '{cfg.joints[k]}': its command chattered (swinging "
-                      f'back and forth by over {100 * CHATTER:g} % of its effort limit per '
+            self._log('warning', f"joint '{cfg.joints[k]}': its command chattered (it or the "
+                      f'velocity swinging back and forth by over {100 * CHATTER:g} % of its '
+                      f'effort limit or {100 * VIBRATION:g} % of its velocity limit per '
                       f'tick): its estimated rotor inertia and friction halved, now {a:.3g} '
                       f'kg·m² and {b:.3g} N·m·s/rad')
         seen[:] = calmed
