@@ -20,8 +20,9 @@ told nothing records the excitation under the 5 ms column's timing; the file ide
 it (analysis/identify.py) runs the demo move under each column: the user's way to the goal.
 
 The stall: states stop for 0.2 s in the middle of a fast excitation (links 30 % off, told
-nothing): the node goes on blind, then stops (ros/loop.py, control/modes.py). `pytest -s`
-prints the matrix.
+nothing): the node goes on blind, then stops (ros/loop.py, control/modes.py). The blackout:
+commands stop acting while the states go on (a loaded demo's simulator took none for ~0.3 s).
+`pytest -s` prints the matrix.
 """
 from dataclasses import replace
 from functools import cache
@@ -228,6 +229,70 @@ def test_a_wrong_model_with_commands_10_ms_late_holds_its_first_commands_without
           f'modes {result.modes}')
     assert not any(mode.startswith('braking') for mode in result.modes), result.modes
     assert fastest < 1.0, f'{fastest:.2f} x a velocity limit'
+
+
+def test_states_that_reach_the_node_10_ms_late_are_no_contact():
+    """The geared arm, its states reaching the node 10 ms after their stamps (a starved
+    node's queue; a loaded demo's diagnostics said 23 ms), commands 5 ms late: the commands
+    paired with a state's interval were published 10 ms after the motion they are paired
+    with, and the delay allowance reaches that far back (control/contact.py, `age`). Before,
+    joint4 read -8.46 N·m against 8.28: a contact on the free arm, RMS 9.4e-2 rad; now RMS
+    1.1e-2 rad as with the states on time."""
+    options, told = ROWS['geared (xArm7 Menagerie figures)']
+    plant, ref = Plant(URDF, options), reference()
+    result = run(plant, Node(MODEL, told, ref), MOVE + HOLD,
+                 replace(timing(0.005), transit=0.01), START, ref)
+    rms, final, fastest, step, declared = figures(result, ref)
+    print(f'\nstates 10 ms late: RMS {rms:.1e} rad, {fastest:.2f} x a velocity limit, steps '
+          f'{step:.2f}, {declared}')
+    assert not declared, declared
+    assert fastest <= FASTEST and step <= STEP, (fastest, step)
+    assert rms <= 2e-2, rms
+
+
+@pytest.mark.parametrize('length', (0.05, 0.3))
+def test_an_arm_that_stops_taking_commands_for_long_is_held_as_a_contact(length):
+    """The command path blacked out in the demo move (states on time, commands 5 ms late, 15 %
+    of the ticks missed): the arm moves on under the last command that reached it (the
+    simulator of a loaded demo took none for ~0.3 s while the node published at 1 kHz; its
+    observer read 43.3 N·m, the commands' change meanwhile, against 42.9). For tens of ms (the
+    ros2_control stack's own lateness) the delay allowance covers it: no contact. For 0.3 s
+    the arm runs off the reference and the residual is the commands' change since: the node
+    holds ('contact'), an arm that does not answer its commands being no free arm."""
+    options, told = ROWS['URDF friction tags are placeholders']
+    plant, ref = Plant(URDF, options), reference()
+    result = run(plant, Node(MODEL, told, ref), MOVE + HOLD,
+                 replace(timing(0.005), blackout=(1.5, length)), START, ref)
+    rms, final, fastest, step, declared = figures(result, ref)
+    off = float(np.nanmax(np.abs(result.desired - result.q)))
+    print(f'\nblackout {length} s: {off:.3f} rad off at most, {fastest:.2f} x a velocity '
+          f'limit, steps {step:.2f}, modes {result.modes}, {declared}')
+    if length < 0.1:
+        assert not declared and final <= FINAL, (declared, final)
+        assert fastest <= 1.0 and step <= STEP, (fastest, step)
+    else:
+        assert declared and off > 0.1, (declared, off)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 35, open: the online estimate learns a blackout's mismatch as rotor inertia (a^ "
+    "9e-4 kg·m² on joint7, whose M_77 is 1e-4; 0.19 on joint3, 1/(M⁻¹)_33 0.06): their gains "
+    "x10 and x4, the hold unstable 5 ms late: 25 brakes, 4.5 x a velocity limit, ends 0.31 "
+    "rad off (estimate off: no brake, 0.69 x, 2e-11 rad; a^ of joint3 zeroed at the "
+    "blackout's end: no brake)"))
+def test_after_a_command_blackout_of_0_2_s_the_estimate_does_not_set_the_hold_swinging():
+    """0.2 s of commands that never act at 1.5 s into the demo move, as above: no contact
+    (the residual stays under the thresholds), and what follows must not swing."""
+    options, told = ROWS['URDF friction tags are placeholders']
+    plant, ref = Plant(URDF, options), reference()
+    result = run(plant, Node(MODEL, told, ref), MOVE + HOLD,
+                 replace(timing(0.005), blackout=(1.5, 0.2)), START, ref)
+    rms, final, fastest, step, declared = figures(result, ref)
+    brakes = result.modes.count('braking: overspeed')
+    print(f'\nblackout 0.2 s: {fastest:.2f} x a velocity limit, {brakes} brakes, final '
+          f'{final:.1e} rad')
+    assert not declared, declared
+    assert fastest <= FASTEST and brakes <= 1, (fastest, brakes)
 
 
 @pytest.mark.parametrize('seed', (2, 3))

@@ -18,6 +18,10 @@ from `Timing`'s seed:
   order: never before the previous command), the newest one that arrived, held (zero-order);
 - `stall` (start [s], duration [s]): the state stream stops (a dropped network, a starved
   driver) while the node goes on ticking and its commands go on acting.
+- `blackout` (start [s], duration [s]): the command path stops (the arm's driver or its DDS
+  thread starved) while states go on: the commands published meanwhile never act, the arm
+  moves on under the last one before (a writer's history of 10 keeps only the newest, and a
+  loaded demo's simulator took none for ~0.3 s while the node published at 1 kHz).
 - `ticks_first`: at a pause's end the timer fires before the states that queued up are
   taken (rclpy's executor runs a ready timer before its subscriptions); else after them.
 
@@ -55,6 +59,7 @@ class Timing:
     jitter: float = 0.0
     transit: float = 2e-4
     stall: tuple | None = None
+    blackout: tuple | None = None
     seed: int = 0
     ticks_first: bool = False
 
@@ -250,8 +255,11 @@ def run(plant, controller, duration, timing, start, reference=None):
                 controller.take(q, qd, stamp, taken)
                 continue
             tau = controller.tick(at)
+            blacked = timing.blackout is not None and (
+                timing.blackout[0] <= at < timing.blackout[0] + timing.blackout[1])
             if tau is not None:
                 out.commands.append((at + COMPUTE, tau.copy()))
+            if tau is not None and not blacked:
                 acts = at + COMPUTE + timing.delay + (rng.exponential(timing.delay_jitter)
                                                       if timing.delay_jitter else 0.0)
                 sent.append((max(acts, sent[-1][0]) if sent else acts, tau.copy()))

@@ -71,8 +71,9 @@ class ContactObserver:
         (self.residual, self.peak, self.thresholds, self.threshold, _, _,
          self._applied, _, self.expected, self._inertial) = self._joint
         self.judged = False  # the last `update` judged its interval (`expected` is its)
-        self._recent = np.zeros((1, m))  # the last commands, a ring (`set_delay` sizes it)
+        self._recent = np.zeros((1, m))  # the last commands, a ring (`configure` sizes it)
         self._newest = 0  # the ring's row of the newest command
+        self._delay = 0.0  # [s] the delay allowance's window before the state's age (set_delay)
         self._rows = np.zeros((4, 2, n))  # Q, QD, QDD, T
         self._last = np.zeros((2, n))  # q, qd of the previous state
         self._count, self._started = 0, False
@@ -90,7 +91,7 @@ class ContactObserver:
         n = cfg.model.n
         _observe(cfg.law_model, self._forces, self._rows.copy(), self._last.copy(), np.zeros(n),
                  np.zeros(n), self._joint.copy(), self._recent.copy(), _NO_ESTIMATES, False,
-                 1e-3, 1.0, self.bandwidth)
+                 1e-3, 1.0, self.bandwidth, 0, 1)
 
     def configure(self, cfg: 'ControllerConfig') -> None:
         """Take a (new) configuration: model, thresholds, bandwidth, friction."""
@@ -113,6 +114,10 @@ class ContactObserver:
                                     0.0)
         self.threshold[:] = self.thresholds + self._joint[5]
         self._cfg = cfg
+        rows = 1 + int(np.ceil(MAX_DELAY / cfg.period))
+        if self._recent.shape != (rows, len(cfg.joints)):
+            self._recent = np.resize(self._recent, (rows, len(cfg.joints)))
+            self._newest %= rows
         self.set_delay(0.0)
         self._forces = np.zeros((1, cfg.model.n, 6))
         self._entry = self._seen = None
@@ -138,21 +143,23 @@ class ContactObserver:
     def set_delay(self, measured: float) -> None:
         """The window of the delay allowance (`_observe`): `contact.command_delay`, or the
         command delay the loop measured [s] if longer (control/timing.py's ActuationDelay: a
-        late loop's commands act later still). The commands already seen stay in it."""
-        cfg = self._cfg
-        delay = max(float(cfg.values['contact.command_delay']), measured)
-        window = 1 + int(np.ceil(min(delay, MAX_DELAY) / cfg.period))
-        if self._recent.shape != (window, len(cfg.joints)):
-            self._recent = np.resize(self._recent, (window, len(cfg.joints)))
-            self._newest %= window
+        late loop's commands act later still), plus each state's age (`update`). The commands
+        already seen stay in it."""
+        self._delay = max(float(self._cfg.values['contact.command_delay']), measured)
 
     def update(self, q: np.ndarray, qd: np.ndarray, dt: float,
-               estimates: np.ndarray | None = None, f_ext: dict | None = None) -> int:
+               estimates: np.ndarray | None = None, f_ext: dict | None = None,
+               age: float = 0.0) -> int:
         """A new state q [rad], qd [rad/s] (model size), dt [s] after the previous one (its
         stamps): the residual updated; returns the controlled joint's position k (in
         `cfg.joints`) whose |residual| is the largest share of its threshold beyond it, else
         -1. estimates: the law's (3, m) a^, b^, d^ (None: off); f_ext: the known wrenches
-        {link: wrench} the law compensates (~/external_wrench), part of the model here."""
+        {link: wrench} the law compensates (~/external_wrench), part of the model here; age
+        [s]: from the state's stamp to now. The commands paired with its interval are those
+        published since the previous state was judged: a state `age` old describes motion
+        that commands published `age` earlier drove, so the delay allowance's window reaches
+        that much further back (states queued 20 ms in a starved node, the demo move: joint2
+        31.6 N·m against 31.3 read as a contact on a free arm; test_timing_matrix)."""
         count = self._count
         self._count = 0
         self.judged = False
@@ -166,9 +173,12 @@ class ContactObserver:
         if f_ext:
             forces = body_forces(self._cfg.model, f_ext, 2)
             forces[1] = 0.0  # g(q) is gravity alone
+        window = 1 + int(np.ceil(min(self._delay + max(age, 0.0), MAX_DELAY)
+                                 / self._cfg.period))
         args = (self._cfg.law_model, forces, self._rows, self._last, q, qd, self._joint,
                 self._recent, _NO_ESTIMATES if estimates is None else estimates,
-                estimates is not None, float(dt), float(count), self.bandwidth)
+                estimates is not None, float(dt), float(count), self.bandwidth, self._newest,
+                min(window, self._recent.shape[0]))
         worst = self._call(args)
         self.judged = True
         return worst if self.enabled and self.armed else -1
@@ -249,22 +259,24 @@ RATE_CHANGE = 20  # ... and after this many such in a row, the stream has a new 
 
 @njit(cache=True)
 def _observe(model, forces, rows, last, q, qd, joint, recent, theta, estimating, dt, count,
-             bandwidth):
+             bandwidth, newest, window):
     """The observer's step (ContactObserver.update), in place; the worst joint or -1. model:
     the law's LawModel (its model arrays, index, told friction, `compensate`); recent: the
-    ring of the last commands (window, m) [N·m].
+    ring of the last commands (rows, m) [N·m], its newest at row `newest`.
 
     The delay allowance (row 7 of `joint`): per joint, how much the commands changed over the
-    last `contact.command_delay` [N·m] (the largest minus the smallest of `recent`; NaN if
-    one is). A command acts on the arm some time after it is published: DDS, the driver, the
-    controller_manager's period, and on a busy host a loop or a driver late by milliseconds
-    (measured on a loaded 2-core host: the arm's motion lagged its commands by over 6 ms,
-    intervals between commands up to 35 ms). The observer pairs each interval between states
-    with the commands published meanwhile; if others acted, its residual is off by at most
-    this spread (the residual is a low-pass of the error: it never exceeds its input's
-    bound). While a joint's commands are steady (an arm held by an obstacle) the allowance is
-    zero; at the first commands it is their size (what the arm got before them is not
-    known). Here, not with numpy in Python: ~6 µs a tick less."""
+    last `contact.command_delay` and the state's age [N·m] (the largest minus the smallest of
+    the `window` newest rows of `recent`; NaN if one is). A command acts on the arm some time
+    after it is published: DDS, the driver, the controller_manager's period, and on a busy host
+    a loop or a driver late by milliseconds (measured on a loaded 2-core host: the arm's motion
+    lagged its commands by over 6 ms, intervals between commands up to 35 ms); and a state
+    reaches the node some time after its stamp. The ring counts commands, not time: a pause of
+    the loop itself publishes none and keeps the last ones in it. The observer pairs each
+    interval between states with the commands published meanwhile; if others acted, its
+    residual is off by at most this spread (the residual is a low-pass of the error: it never
+    exceeds its input's bound). While a joint's commands are steady (an arm held by an
+    obstacle) the allowance is zero; at the first commands it is their size (what the arm got
+    before them is not known). Here, not with numpy in Python: ~6 µs a tick less."""
     Q, QD, QDD, T = rows[0], rows[1], rows[2], rows[3]
     n = q.shape[0]
     for i in range(n):
@@ -298,7 +310,7 @@ def _observe(model, forces, rows, last, q, qd, joint, recent, theta, estimating,
             residual[k] += alpha * (external - residual[k])
             joint[9, k] += alpha * (abs(inertial) - joint[9, k])
         peak[k] = max(peak[k], abs(residual[k]))
-        joint[7, k] = _spread(recent, k)
+        joint[7, k] = _spread(recent, k, newest, window)
         threshold[k] = (thresholds[k] + joint[4, k] * abs(v) + joint[5, k] + joint[7, k]
                         + joint[9, k])
         if abs(residual[k]) > share * threshold[k]:
@@ -309,12 +321,13 @@ def _observe(model, forces, rows, last, q, qd, joint, recent, theta, estimating,
 
 
 @njit(cache=True)
-def _spread(recent, k):
-    """max - min of column k of `recent` [N·m], as numpy's `max(axis=0) - min(axis=0)`: NaN if
-    one is NaN."""
-    high = low = recent[0, k]
-    for r in range(1, recent.shape[0]):
-        x = recent[r, k]
+def _spread(recent, k, newest, window):
+    """max - min [N·m] of column k over the `window` rows of the ring `recent` up to its row
+    `newest`, as numpy's `max(axis=0) - min(axis=0)`: NaN if one is NaN."""
+    rows = recent.shape[0]
+    high = low = recent[newest, k]
+    for i in range(1, window):
+        x = recent[(newest - i) % rows, k]
         if x > high:
             high = x
         elif x < low:

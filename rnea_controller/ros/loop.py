@@ -167,7 +167,7 @@ class ControlLoop:
             self.intake.swap_in()
         state_dt = self._state_dt(cfg, state)
         if state_dt > 0.0:
-            self._watch_contact(cfg, state, self._gap, wrench)
+            self._watch_contact(cfg, state, self._gap, wrench, now_ns)
         blind = t_start - state.time - self._late(state_dt)
         if self._blind and blind <= 0.0:  # seeing again: the arm moved unwatched
             self._recover_until = t_start + RECOVER_TIME
@@ -195,13 +195,16 @@ class ControlLoop:
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
 
-    def _watch_contact(self, cfg, state, state_dt, wrench):
-        """A new state: the contact observer's residual; beyond a threshold, holding: contact
-        (the trajectory dropped; the integral and the estimates cleared: a spring-like hold
-        reads as inertia to the estimate) before this tick's law."""
+    def _watch_contact(self, cfg, state, state_dt, wrench, now_ns):
+        """A new state: the contact observer's residual (the state's age, from its stamp to
+        now_ns [ns], widening its delay allowance); beyond a threshold, holding: contact (the
+        trajectory dropped; the integral and the estimates cleared: a spring-like hold reads
+        as inertia to the estimate) before this tick's law."""
         observer = self.observer
+        stamp_ns = self.timing.stamp_ns
         k = observer.update(state.q, state.qd, state_dt,
-                            self.controller.estimates if cfg.forget < 1.0 else None, wrench)
+                            self.controller.estimates if cfg.forget < 1.0 else None, wrench,
+                            (now_ns - stamp_ns) * 1e-9 if stamp_ns else 0.0)
         if observer.judged:  # the torque the arm's motion asked for over the interval
             self.actuation.on_state(self.timing.stamp_ns * 1e-9, state_dt, observer.expected)
         if k >= 0 and self.modes.touched(cfg, state.q, cfg.joints[k],
