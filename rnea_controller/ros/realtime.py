@@ -11,8 +11,9 @@ with the default scheduler). As ros2_control_node, the priority is set only on a
 good part of a core would, in SCHED_FIFO, starve every normal process of that core (the driver's
 non-real-time threads, a simulator, the planner); `--force-realtime` sets it anyway (for
 measurements). `--cpu-affinity CPU [CPU ...]` (bind the process, DDS threads included, to these
-cores, as ros2_control_node's `cpu_affinity`). SIGINT and SIGTERM only set a flag: the spin loop
-stops between callbacks.
+cores, as ros2_control_node's `cpu_affinity`). A nonzero priority also makes the DDS participant
+at SCHED_FIFO 1 where allowed (`unpreempted`: a peer's first answer is otherwise often lost).
+SIGINT and SIGTERM only set a flag: the spin loop stops between callbacks.
 """
 import inspect
 import os
