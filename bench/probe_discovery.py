@@ -55,7 +55,7 @@ def _all_threads_other():
         os.sched_setscheduler(int(tid), os.SCHED_OTHER, os.sched_param(0))
 
 
-def subscriber(qos, fifo, delay=0.0):
+def subscriber(qos, fifo, delay=0.0, extra=0, burn=0.0):
     """One trial: its times [s] from the start of rclpy.init, as a JSON line."""
     t0 = time.monotonic()
     import rclpy
@@ -73,11 +73,17 @@ def subscriber(qos, fifo, delay=0.0):
     if fifo:
         _all_threads_other()
     mark('node')
+    while time.monotonic() - t0 < times['node'] + burn:  # busy, as the controller's imports
+        sum(range(1000))
     while time.monotonic() - t0 < times['node'] + delay:  # the subscription made later, as
         rclpy.spin_once(node, timeout_sec=0.005)  # the controller's at configure
         if 'graph' not in times and node.count_publishers('/joint_states'):
             mark('graph')
     mark('sub0')
+    from std_msgs.msg import String
+    for k in range(extra):  # other endpoints first, as the controller's services and topics
+        node.create_publisher(String, f'probe_extra_{k}', 10)
+        node.create_subscription(String, f'probe_extra_in_{k}', lambda _: None, 10)
     node.create_subscription(
         JointState, '/joint_states', lambda _: mark('msg'), _qos(qos),
         event_callbacks=SubscriptionEventCallbacks(matched=lambda _: mark('matched')))
@@ -110,12 +116,17 @@ def main():
                         help='[s] from the participant to the subscription')
     parser.add_argument('--sim', action='store_true',
                         help='the publisher: rnea-sim (the bundled arm at 1 kHz)')
+    parser.add_argument('--extra', type=int, default=0,
+                        help='pairs of other endpoints made just before the subscription')
+    parser.add_argument('--burn', type=float, default=0.0,
+                        help="[s] the subscriber's main thread busy after the participant")
     parser.add_argument('--role', choices=['pub', 'sub'])
     options = parser.parse_args()
     if options.role == 'pub':
         return publisher(options.pub_qos)
     if options.role == 'sub':
-        return subscriber(options.sub_qos, options.sub_fifo, options.sub_delay)
+        return subscriber(options.sub_qos, options.sub_fifo, options.sub_delay,
+                          options.extra, options.burn)
     os.environ.setdefault('ROS_DOMAIN_ID', str(81 + os.getpid() % 9))
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
@@ -131,7 +142,8 @@ def main():
         for _ in range(options.trials):
             out = subprocess.run([*prefix, sys.executable, __file__, '--role', 'sub', '--sub-qos',
                                   options.sub_qos, '--sub-fifo', str(options.sub_fifo),
-                                  '--sub-delay', str(options.sub_delay)],
+                                  '--sub-delay', str(options.sub_delay),
+                                  '--extra', str(options.extra), '--burn', str(options.burn)],
                                  capture_output=True, text=True,
                                  env=dict(os.environ, **_env(options.sub_env)), timeout=30)
             line = [text for text in out.stdout.splitlines() if text.startswith('{')]
@@ -145,7 +157,8 @@ def main():
     print(f'domain {os.environ["ROS_DOMAIN_ID"]} sub-env {options.sub_env} pub-env '
           f'{options.pub_env} sub-prefix {prefix} sub-qos {options.sub_qos} '
           f'pub-qos {options.pub_qos} sub-fifo {options.sub_fifo} delay {options.sub_delay} '
-          f'sim {options.sim} N={len(rows)} load {load[0]:.2f}->{load[1]:.2f}')
+          f'sim {options.sim} extra {options.extra} burn {options.burn} N={len(rows)} '
+          f'load {load[0]:.2f}->{load[1]:.2f}')
     for column, since in (('node', None), ('graph', 'node'), ('msg', 'node'), ('msg', 'sub')):
         values = sorted(row.get(column, float('inf')) - row.get(since, 0) for row in rows)
         slow = sum(value > 1.0 for value in values)
