@@ -177,6 +177,8 @@ def main():
     parser.add_argument('--runs', type=int, default=5, help='starts per case')
     parser.add_argument('--no-cold', action='store_true',
                         help='leave out the first starts of a fresh install (~2 min)')
+    parser.add_argument('--rows', action='store_true',
+                        help="print each start's figures too (active, first command, peer)")
     parser.add_argument('--peer', action='store_true', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
@@ -193,6 +195,9 @@ def main():
             cells = ''.join(f'{f"{m:.2f} / {w:.2f}":>{width}s}' for m, w, width in zip(
                 median, worst, (14, 16, 18), strict=True))
             print(f'{label:32s}{cells}{median[1] / median[2]:>8.2f}')
+            for row in figures if args.rows else ():
+                print(f'{"":32s}' + ''.join(f'{value:>{width}.2f}' for value, width in zip(
+                    row, (14, 16, 18), strict=True)))
         if args.no_cold:
             return
         print('\nfirst start of a fresh install, with an effort controller, once each '

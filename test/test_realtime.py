@@ -1,5 +1,7 @@
-"""ros/realtime.py: the timer callback rclpy reads cheaply, and the helper threads' spinner."""
+"""ros/realtime.py: the timer callback rclpy reads cheaply, the helper threads' spinner, and the
+participant made at real-time priority."""
 import inspect
+import os
 import threading
 import time
 
@@ -84,3 +86,56 @@ def test_stop_ends_an_idle_spinner_without_waiting_for_its_timeout(kind):
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def _policy(tid=0):
+    return os.sched_getscheduler(tid)
+
+
+def _may_set_fifo():
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError:
+        return False
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    return True
+
+
+@pytest.mark.skipif(not _may_set_fifo(), reason='SCHED_FIFO needs the privilege (rtprio)')
+def test_unpreempted_runs_make_at_fifo_and_restores_every_thread():
+    """The participant's maker runs at SCHED_FIFO (its answer lost otherwise, issue 35); after
+    it, neither the calling thread nor a thread it started (a DDS thread inherits the policy)
+    keeps real-time priority: DDS threads stay at normal priority (module doc)."""
+    seen, started, release = {}, {}, threading.Event()
+
+    def worker():
+        started['tid'] = threading.get_native_id()
+        started['policy'] = _policy()
+        release.wait(10.0)
+
+    def make():
+        seen['policy'] = _policy()
+        thread = threading.Thread(target=worker)
+        thread.start()
+        while 'tid' not in started:
+            time.sleep(0.001)
+        return thread
+
+    assert _policy() == os.SCHED_OTHER
+    thread = realtime.unpreempted(make)
+    try:
+        assert seen['policy'] == os.SCHED_FIFO
+        assert started['policy'] == os.SCHED_FIFO  # inherited while `make` ran
+        assert _policy() == os.SCHED_OTHER
+        assert _policy(started['tid']) == os.SCHED_OTHER
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_unpreempted_without_the_privilege_just_makes(monkeypatch):
+    """A user without rtprio: the participant is made as before, without an error."""
+    def refuse(*args):
+        raise PermissionError(1, 'Operation not permitted')
+    monkeypatch.setattr(os, 'sched_setscheduler', refuse)
+    assert realtime.unpreempted(lambda: 'made') == 'made'

@@ -91,7 +91,9 @@ def main(args=None):
     # terminal's Ctrl-C comes twice (to the group, and forwarded), and neither may cut short
     # the activation or the final command
     realtime.install_signal_handlers()
-    starting = dds_first()
+    # the participant made at SCHED_FIFO where allowed (realtime.unpreempted: a peer's first
+    # answer is otherwise often lost, and the peer found only 0-3 s later); 0 = off, as the loop
+    starting = (realtime.unpreempted(dds_first) if options.realtime_priority else dds_first())
     from rnea_controller.ros.node import ControllerNode
     try:
         node = ControllerNode(parameter_overrides=overrides)

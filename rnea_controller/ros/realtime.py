@@ -11,8 +11,9 @@ with the default scheduler). As ros2_control_node, the priority is set only on a
 good part of a core would, in SCHED_FIFO, starve every normal process of that core (the driver's
 non-real-time threads, a simulator, the planner); `--force-realtime` sets it anyway (for
 measurements). `--cpu-affinity CPU [CPU ...]` (bind the process, DDS threads included, to these
-cores, as ros2_control_node's `cpu_affinity`). SIGINT and SIGTERM only set a flag: the spin loop
-stops between callbacks.
+cores, as ros2_control_node's `cpu_affinity`). A nonzero priority also makes the DDS participant
+at SCHED_FIFO 1 where allowed (`unpreempted`: a peer's first answer is otherwise often lost).
+SIGINT and SIGTERM only set a flag: the spin loop stops between callbacks.
 """
 import inspect
 import os
@@ -94,6 +95,37 @@ def set_realtime_priority(priority, threads=None):
               'running with the default scheduler', file=sys.stderr)
         return False
     return True
+
+
+def unpreempted(make, priority=1):
+    """`make()` with the calling thread at SCHED_FIFO `priority` [1-99], then that thread and the
+    threads `make` started (which inherited it) back to the calling thread's former scheduling.
+    Without the privilege, or if the thread already runs real-time, just `make()`.
+
+    For the DDS participant (ros/main.py, issue 35): Fast DDS enables a participant by sending
+    its first announcement (to 32 localhost ports under ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST)
+    and only then starts handling what it receives (RTPSParticipantImpl::enable). The first send
+    wakes the peer's receive thread, which often preempts this thread on its core and answers
+    before reception starts: the answer is lost, and the peer is found only at its next periodic
+    announcement (every 3 s by default), 0-3 s later, in about half of the starts on this host.
+    A normal thread cannot preempt a SCHED_FIFO one.
+    """
+    try:
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+        if policy in (os.SCHED_FIFO, os.SCHED_RR):
+            return make()
+        before = set(_threads())
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError):  # no privilege (or no such call): as before
+        return make()
+    try:
+        return make()
+    finally:
+        for tid in [threading.get_native_id(), *(set(_threads()) - before)]:
+            try:
+                os.sched_setscheduler(tid, policy, param)
+            except OSError:  # a thread that has ended meanwhile
+                pass
 
 
 class BackgroundSpinner:
