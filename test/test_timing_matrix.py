@@ -36,6 +36,7 @@ from timed_loop import command_steps, contacts, Node, PdGravity, run, Timing
 import yaml
 
 from rnea_controller.analysis.identify import Identification, parameters_yaml
+from rnea_controller.control.law import Controller, validate_parameters
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.sim.plant import Plant, PlantOptions
 from rnea_controller.tools.send_trajectory import excitation_motion
@@ -210,6 +211,40 @@ def test_a_stall_of_the_states_in_a_fast_excitation_is_no_contact_and_no_runaway
     assert fastest <= FASTEST, f'{fastest:.2f} x a velocity limit'
     assert step <= STEP, f'a command step of {step:.2f} x an effort limit'  # 0.54 before
     assert not declared, declared  # the RECOVER_* ramp (ros/loop.py); now 0.22
+
+
+def braked(told, acting=0.045, steps=1500):
+    """(largest, last 0.5 s's largest) |qd| / velocity limit of the xArm7 braked from 0.9 x
+    its velocity limit at joints 4 and 6 by `Controller.brake` told the delay `told` [s], its
+    commands acting `acting` [s] late."""
+    plant, limits = Plant(URDF, PlantOptions()), np.array(MODEL.velocity_limits)
+    qd = np.zeros(len(limits))
+    qd[3], qd[5] = 0.9 * limits[3], -0.9 * limits[5]
+    plant.reset(START, qd)
+    cfg = validate_parameters({}, MODEL)
+    controller, pending, speeds = Controller(cfg), [], []
+    for _ in range(steps):
+        tau = controller.brake(cfg, plant.q, plant.qd, told).copy()
+        pending = pending + [tau] if pending else [tau] * (round(acting / 1e-3) + 1)
+        plant.step(pending.pop(0))
+        speeds.append(np.max(np.abs(plant.qd) / limits))
+    return max(speeds), max(speeds[-500:])
+
+
+def test_the_brake_told_how_late_its_commands_act_stops_the_arm():
+    """The brake is a damper through the model's inertia at 40 1/s, stable with a delay d
+    only while d < π / (2 x 40) = 39 ms: a simulator starved by 50 ms catches up under one
+    held brake command (a loaded demo swung between the effort limits). With commands 45 ms
+    late it ran away (over 100 x the velocity limit); told the delay (the loop's lateness:
+    its measured actuation delay, its worst recent gap of states or ticks) its rate is
+    π / (4 d): the arm never goes faster than it started and is at rest within 1.5 s. With
+    commands on time the lateness changes nothing."""
+    fastest, last = braked(told=0.0)
+    assert fastest > 10.0, fastest  # the case: the fixed rate runs away
+    for acting in (0.045, 0.03, 0.001):
+        fastest, last = braked(told=0.045, acting=acting)
+        assert fastest < 0.9 and last < 0.05, (acting, fastest, last)
+    assert braked(told=0.0, acting=0.001) == braked(told=0.001, acting=0.001)
 
 
 @pytest.mark.parametrize('seed', (2, 3, 6))

@@ -719,20 +719,28 @@ class Controller:
                         self.tau, self.saturation)
         return self._checked(cfg, finite, q)
 
-    def brake(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    def brake(self, cfg: ControllerConfig, q: np.ndarray, qd: np.ndarray,
+              delay: float = 0.0) -> np.ndarray:
         """Limited braking torque [N·m] at measured q [rad], qd [rad/s] (model size):
 
-            tau = RNEA(q, 0, a) = M(q) a + g(q),   a = -BRAKE_RATE qd (controlled joints, else 0)
+            tau = RNEA(q, 0, a) = M(q) a + g(q),   a = -rate qd (controlled joints, else 0)
+
+        rate = BRAKE_RATE, or π / (4 delay) if that is less: `delay` [s] is how late the loop
+        sees the arm answer its commands (the caller's measure: command delay, state gaps),
+        half the delay a damper is stable with.
 
         damping toward rest through the model's inertia, plus gravity (minus g(q) if the robot
         compensates gravity). On the model the arm's energy falls as dE/dt = qd·(tau - g) =
         -BRAKE_RATE qd·M qd <= 0 whatever C(q, qd), and each joint's speed as
         exp(-BRAKE_RATE t): 25 ms at 40 1/s, the default Kd; per 1 kHz tick 4 % of the speed
         (a sampled damper is stable up to 2/period, and with a delay d while d < π / (2
-        BRAKE_RATE) = 39 ms). Limits and the fallback as `command`.
+        rate) = 39 ms at 40 1/s: a simulator starved by 50 ms, catching up under one held
+        brake command, made it swing between the effort limits). Limits and the fallback as
+        `command`.
         """
+        rate = BRAKE_RATE if delay <= 0.0 else min(BRAKE_RATE, np.pi / (4.0 * delay))
         a = np.zeros(cfg.model.n)
-        a[cfg.index] = -BRAKE_RATE * qd[cfg.index]
+        a[cfg.index] = -rate * qd[cfg.index]
         tau = _rnea_rows(cfg.model, q, np.zeros(cfg.model.n), a)[cfg.index]
         if cfg.compensates_gravity:
             tau -= _gravity_rows(cfg.model, q)[cfg.index]

@@ -41,6 +41,8 @@ PAIRED = ANSWER_TIME  # [s] the adaptation pauses while the actuation delay meas
 SURE = 3  # measurements before the delay is said and acted on (one alone can be wrong)
 RECOVER_PAUSE = 0.01  # [s] a pause of the loop itself this long, or a blind stretch, ends ...
 RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER_STEP ...
+LATE_MEMORY = 0.5  # [s] the brake remembers the loop's lateness this long (`_lateness`)
+LATE_MOST = 0.1  # [s] the most lateness the brake allows for: it damps at π / (4 x) at least
 RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 
 
@@ -92,6 +94,7 @@ class ControlLoop:
         self._recover_until = -math.inf  # [s] commands change slowly until then (RECOVER_*)
         self._blind = False  # the last law tick ran blind (`_dead_reckoned`)
         self._gap = 0.0  # [s] between the stamps of the law's last two states (`_state_dt`)
+        self._lateness_seen = (None, 0.0)  # (last arrival [s], recent worst gap [s]): `_lateness`
         self._period_ns = round(cfg.period * 1e9)
         self._diagnostics_due = clock() + 1.0
         self.diagnostics_time = 0.0  # [s] the last /diagnostics publish
@@ -124,6 +127,7 @@ class ControlLoop:
         t_start = self.clock()
         now_ns = self.now_ns()
         before = self.modes.mode
+        lateness = self._lateness(cfg, state, t_start)
         command = self.modes.step(cfg, t_start, self._seen(cfg, state, t_start), state.q,
                                   state.qd)
         self._last_tick = t_start
@@ -132,7 +136,8 @@ class ControlLoop:
         if command is modes.LAW:
             self._control(cfg, state, now_ns, t_start, wrench)
         elif command is modes.BRAKE:
-            self._hold_still(cfg, state, self.controller.brake(cfg, state.q, state.qd), now_ns)
+            self._hold_still(cfg, state, self.controller.brake(cfg, state.q, state.qd, lateness),
+                             now_ns)
         elif state.valid:
             self.controller.reset()
         if command is not modes.LAW:
@@ -142,6 +147,24 @@ class ControlLoop:
             self._diagnostics_due = 0.0  # the fault, and its end, at once
         self._lock_phase(t_start)
         self._after_tick(cfg, t_start)
+
+    def _lateness(self, cfg, state, t_start):
+        """How late the loop sees the arm answer its commands [s], for the brake's rate
+        (`Controller.brake`): the measured actuation delay, or the worst gap of the last
+        LATE_MEMORY between new states or between this loop's own ticks, if more (a starved
+        simulator catches up under one held command, a paused node publishes none); at most
+        LATE_MOST. A gap beyond `state_timeout` is a stream that stopped, not a late one."""
+        last, worst = self._lateness_seen
+        if self._last_tick is not None:
+            gap = t_start - self._last_tick
+            worst *= math.exp(-gap / LATE_MEMORY)
+            worst = max(worst, gap if gap <= cfg.state_timeout else 0.0)
+        if state.valid and state.time != last:
+            if last is not None and state.time - last <= cfg.state_timeout:
+                worst = max(worst, state.time - last)
+            last = state.time
+        self._lateness_seen = (last, worst)
+        return min(max(worst, self.actuation.delay or 0.0), LATE_MOST)
 
     def _seen(self, cfg, state, t_start):
         """The arrival [s] by which the modes judge the state's age (None: no valid state):
