@@ -412,20 +412,25 @@ def _calm(model, work, qd):
     beta = model.dt / CHATTER_TIME
     swing = work.swing
     for k in range(model.index.shape[0]):
-        d = work.tau[k] - swing[2, k]
-        swing[2, k] = work.tau[k]
-        swing[0, k] += beta * (abs(d) - swing[0, k])
-        swing[1, k] += beta * (d - swing[1, k])
-        d = qd[model.index[k]] - swing[5, k]
-        swing[5, k] = qd[model.index[k]]
-        swing[3, k] += beta * (abs(d) - swing[3, k])
-        swing[4, k] += beta * (d - swing[4, k])
-        vibrates = (swing[3, k] * model.scales[1, k] > VIBRATION
-                    and abs(swing[4, k]) < 0.25 * swing[3, k])
-        if vibrates or (swing[0, k] > CHATTER * model.limits[k]
-                        and abs(swing[1, k]) < 0.25 * swing[0, k]):
+        chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
+        vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, model.scales[1, k],
+                           VIBRATION)
+        if chatters or vibrates:
             work.theta[0, k] *= 0.5
             work.theta[1, k] *= 0.5
             work.P[k, 0, 0] = GAIN
             swing[0, k] = swing[1, k] = swing[3, k] = swing[4, k] = 0.0
             work.calmed[k] += 1.0
+
+
+@njit(cache=True)
+def _swings(swing, row, k, value, beta, scale, bound):
+    """Rule 8's measure of one signal of joint k in swing[row:row + 3, k] (mean |change|,
+    mean change, last value), updated with this tick's `value`: True if its mean |change|
+    times `scale` exceeds `bound` while its signed mean stays under a quarter of it."""
+    d = value - swing[row + 2, k]
+    swing[row + 2, k] = value
+    swing[row, k] += beta * (abs(d) - swing[row, k])
+    swing[row + 1, k] += beta * (d - swing[row + 1, k])
+    return (swing[row, k] * scale > bound
+            and abs(swing[row + 1, k]) < 0.25 * swing[row, k])

@@ -603,7 +603,7 @@ class Controller:
         self._commands += 1
         if self._first is None:
             self._first = qm.copy()
-        elif not np.array_equal(qm, self._first):
+        elif not self._moved and not np.array_equal(qm, self._first):
             self._moved = True
         if self._moved and self._commands * period >= adaptation.ANSWER_TIME:
             self.responding, self._first = True, None

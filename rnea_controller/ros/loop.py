@@ -41,9 +41,9 @@ PAIRED = ANSWER_TIME  # [s] the adaptation pauses while the actuation delay meas
 SURE = 3  # measurements before the delay is said and acted on (one alone can be wrong)
 RECOVER_PAUSE = 0.01  # [s] a pause of the loop itself this long, or a blind stretch, ends ...
 RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER_STEP ...
+RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 LATE_MEMORY = 0.5  # [s] the brake remembers the loop's lateness this long (`_lateness`)
 LATE_MOST = 0.1  # [s] the most lateness the brake allows for: it damps at π / (4 x) at least
-RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 
 
 class ControlLoop:
@@ -127,9 +127,10 @@ class ControlLoop:
         t_start = self.clock()
         now_ns = self.now_ns()
         before = self.modes.mode
-        lateness = self._lateness(cfg, state, t_start)
-        command = self.modes.step(cfg, t_start, self._seen(cfg, state, t_start), state.q,
-                                  state.qd)
+        tick_gap = t_start - self._last_tick if self._last_tick is not None else None
+        lateness = self._lateness(cfg, state, tick_gap)
+        command = self.modes.step(cfg, t_start, self._seen(cfg, state, t_start, tick_gap),
+                                  state.q, state.qd)
         self._last_tick = t_start
         if before is modes.STALE_HOLD and self.modes.mode is not before:
             self.observer.reset()  # states again: which commands acted meanwhile is unknown
@@ -148,17 +149,17 @@ class ControlLoop:
         self._lock_phase(t_start)
         self._after_tick(cfg, t_start)
 
-    def _lateness(self, cfg, state, t_start):
+    def _lateness(self, cfg, state, tick_gap):
         """How late the loop sees the arm answer its commands [s], for the brake's rate
         (`Controller.brake`): the measured actuation delay, or the worst gap of the last
         LATE_MEMORY between new states or between this loop's own ticks, if more (a starved
         simulator catches up under one held command, a paused node publishes none); at most
-        LATE_MOST. A gap beyond `state_timeout` is a stream that stopped, not a late one."""
+        LATE_MOST. A gap beyond `state_timeout` is a stream that stopped, not a late one.
+        tick_gap [s]: since the previous tick's start (None: the first tick)."""
         last, worst = self._lateness_seen
-        if self._last_tick is not None:
-            gap = t_start - self._last_tick
-            worst *= math.exp(-gap / LATE_MEMORY)
-            worst = max(worst, gap if gap <= cfg.state_timeout else 0.0)
+        if tick_gap is not None:
+            worst *= math.exp(-tick_gap / LATE_MEMORY)
+            worst = max(worst, tick_gap if tick_gap <= cfg.state_timeout else 0.0)
         if state.valid and state.time != last:
             if last is not None and state.time - last <= cfg.state_timeout:
                 worst = max(worst, state.time - last)
@@ -166,7 +167,7 @@ class ControlLoop:
         self._lateness_seen = (last, worst)
         return min(max(worst, self.actuation.delay or 0.0), LATE_MOST)
 
-    def _seen(self, cfg, state, t_start):
+    def _seen(self, cfg, state, t_start, tick_gap):
         """The arrival [s] by which the modes judge the state's age (None: no valid state):
         its own, moved on by how long this loop itself did not run beyond a period. A node the
         host paused (tens of ms on a busy stock kernel) wakes with its timer first: rclpy's
@@ -174,10 +175,11 @@ class ControlLoop:
         are still queued, and the newest one taken is as old as the pause. That is not a
         stream gone stale; the next tick, after they are taken, judges it (a loaded demo went
         'stale: stopping' and dropped its trajectory with the simulator publishing on time).
-        A pause over RECOVER_PAUSE also starts the gentle return (RECOVER_*, `_control`)."""
+        A pause over RECOVER_PAUSE also starts the gentle return (RECOVER_*, `_control`).
+        tick_gap [s]: since the previous tick's start (None: the first tick)."""
         if not state.valid:
             return None
-        paused = t_start - self._last_tick - cfg.period if self._last_tick is not None else 0.0
+        paused = tick_gap - cfg.period if tick_gap is not None else 0.0
         if paused > RECOVER_PAUSE:
             self._recover_until = t_start + RECOVER_TIME
         return state.time + max(paused, 0.0)
