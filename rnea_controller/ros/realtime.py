@@ -37,7 +37,7 @@ def make_executor(kind, context=None):
     return rclpy.executors.SingleThreadedExecutor(context=context)
 
 
-def _threads():
+def process_threads():
     """Ids of this process's threads (those already started, e.g. by numpy's BLAS, too)."""
     return [int(tid) for tid in os.listdir('/proc/self/task')]
 
@@ -114,14 +114,14 @@ def unpreempted(make, priority=1):
         policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
         if policy in (os.SCHED_FIFO, os.SCHED_RR):
             return make()
-        before = set(_threads())
+        before = set(process_threads())
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
     except (OSError, AttributeError):  # no privilege (or no such call): as before
         return make()
     try:
         return make()
     finally:
-        for tid in [threading.get_native_id(), *(set(_threads()) - before)]:
+        for tid in [threading.get_native_id(), *(set(process_threads()) - before)]:
             try:
                 os.sched_setscheduler(tid, policy, param)
             except OSError:  # a thread that has ended meanwhile
@@ -196,7 +196,7 @@ def timer_callback(method):
 def set_cpu_affinity(cpus):
     """Bind this process (its threads now and later) to `cpus`; SystemExit if it can't."""
     try:
-        for tid in _threads():
+        for tid in process_threads():
             os.sched_setaffinity(tid, cpus)
     except (OSError, ValueError) as error:
         allowed = sorted(os.sched_getaffinity(0))
