@@ -92,7 +92,7 @@ def test_a_paused_integral_keeps_its_value_and_a_gain_scales_its_step(unschedule
     assert np.array_equal(integral[:1050], before[:1050])
     assert np.array_equal(integral[1050:1200],
                           np.broadcast_to(integral[1049], integral[1050:1200].shape))
-    assert np.abs(before[1050:1200] - before[1049]).max() > 0.05  # the law's did move
+    assert np.abs(before[1050:1200] - before[1049]).max() > 0.01  # the law's did move
     assert np.abs(integral[1200:] - integral[1199]).max() > 0.01
     _, _, half = run({1050: dict(integral=0.5), 1051: {}})
     step, half_step = before[1050] - before[1049], half[1050] - half[1049]

@@ -1,6 +1,6 @@
 """The law's adaptation (issues 29, 35): what the arm shows beyond its model, learnt online.
 
-The model is never the arm. Per controlled joint the law (control/law.py) adds three estimates
+The model is never the arm. Per controlled joint the law (control/law.py) adds four estimates
 and an integral, all in its `LawWork`, updated by `adapt` once per tick after the limits (in the
 law's one compiled call). Each rule below says what it does, why (the measurement that made
 it; docs/controller.md has the tables), and the constant that tunes it. Measured on
@@ -16,15 +16,22 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    loop run away on a wrong-link arm. Why the middle: the mean command and acceleration
    belong there; at the window's end the exact UR5 tracked 3.5x worse than without the
    estimate, at the middle 1.15x.
-2. The regression (`_estimate_joint`). r = a^ qdd_m + b^ qd + d^ by recursive least squares
-   with forgetting (`estimation.forgetting_time`), per joint: a^ the missing rotor inertia,
-   b^ viscous friction, d^ a slow torque (wrong links' gravity, friction at rest). Each is
+2. The regression (`_estimate_joint`). r = a^ qdd_m + b^ qd + d^ + c^ tanh(qd / w) by
+   recursive least squares with forgetting (`estimation.forgetting_time`), per joint: a^ the
+   missing rotor inertia, b^ viscous friction, d^ a slow torque (wrong links' gravity,
+   friction at rest), c^ Coulomb friction. Each is
    projected on [0, ceiling] (d^ on ±): a^ <= `estimation.max_armature`; b^ at the velocity
    limit <= FRICTION_CEILING x the effort limit (a joint with more could not reach its
    velocity limit; 0.25x left the friction row 2.2e-2 / 1.6e-3 rad RMS / final, 1x
-   1.6e-2 / 8.7e-4); d^ <= `integral_clamp` x the effort limit. Coulomb friction is not
-   estimated: tanh(qd / w) is nearly constant over a motion and traded off against d^ (the
-   wrong-link rows diverged).
+   1.6e-2 / 8.7e-4); d^ and c^ <= `integral_clamp` x the effort limit. w is
+   `friction_velocity_width`; c^ is learnt only from windows in which the joint slid one way
+   (`_sliding`: its velocity beyond SLIDING w at the window's first, middle and last state),
+   its covariance at most COULOMB_GAIN (a tenth) so that d^ takes a one-way bias first; a
+   reversal separates the two. Why: without it the friction's constant torque, which b^ qd
+   takes at speed, read as -a^ qdd_m in each deceleration, where qdd_m is nearly constant:
+   on the geared xArm7 the wrists' a^ fell from 0.13 to 0 kg·m² (rotor 0.1), d^ held half
+   the friction at rest, and the demo ended 2-5e-3 rad off (now a^ 0.08-0.25, 1.1-1.3e-4
+   rad; test_timing_matrix).
 3. A slow loop (`_estimate_joint`). The estimates act on the arm whose response they are
    learnt from, so each step is bounded: regressors scaled to about 1 at the velocity limit
    and at that limit reached in REACH; the covariance's diagonal at most GAIN (no estimate
@@ -36,7 +43,11 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    its integral may run (no excitation; d^ and the integral, two integrators of one error,
    hunted ±1 N·m on Coulomb friction: friction row final 1.8e-3 -> 8.7e-4 rad); a window
    whose positions contradict its velocities beyond a quarter plus CONSISTENT, or did not
-   change at all (a broken publisher, a feeder's repeated state). The Controller also pauses
+   change at all (a broken publisher, a feeder's repeated state); a window in which the
+   joint's velocity changed sign (`_reverses`: its Coulomb friction turned over, which no
+   smooth model pairs with the window's mean command; on the xArm7 told its friction
+   exactly, such a window took 0.19 kg·m² as a^ on the 4.3e-3 kg·m² joint5 and the excitation
+   braked at 1.22x its velocity limit; skipped, 0.85x and 8.4e-4 rad). The Controller also pauses
    rules 2, 6 and 7 until the measured positions change after a reset (a constant state
    is not an arm answering: d^ would take the feedback's torque) and until it has commanded
    for ANSWER_TIME (a command acts after the actuation delay, unknown until measured: with
@@ -50,7 +61,16 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    regains its stiffness as far as its response shows. b^ in the friction feedforward
    b^ qd_d and as a stiffness Kp (b^ / Kd) e: a joint its own friction damps closes an error
    at stiffness / damping; with it about Kp / Kd (friction row 2.9e-2 -> 1.6e-2 rad RMS).
-   d^ in the command.
+   d^ in the command. c^ in the friction feedforward (`coulomb`) as c^ tanh(v_r / w) on the
+   sliding reference v_r = qd_d + (Kp / Kd) e (Slotine and Li's): the way the joint must move
+   to follow, so that at the end of a motion it pushes a lagging joint on through its friction
+   and none once it is there (on qd_d alone the geared wrists lagged 17 mrad where the
+   reference stopped and crept; with d^ holding friction instead, they overshot). At most
+   (M_ii(q0) + a^) / COULOMB_REACH + KICK (b + b^) times the velocity limit: a c^ learnt
+   from a hold on a light joint flips at each reversal of its reference (held joint7 of
+   1.4e-4 kg·m², released: 1.77x its velocity limit unbounded, 1.23x so); with COULOMB_REACH
+   alone the friction-true row's wrists lost their friction's feedforward (RMS 2.1e-2 rad
+   against 1.6e-2).
 6. A stuck joint grows a^ (`_unstick`). Its reference moves, it lags more than STUCK_ERROR
    in the direction of motion and more each tick, it stands still (slower than INTEGRAL_GATE
    and half its reference), its command is not limited and its feedback torque Kp (M_ii +
@@ -61,16 +81,18 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    and let go is back at its true inertia; a held xArm7 wrist, released, peaked at 2.0-3.3x
    its velocity limit unbounded, 1.1-1.4x so.
 7. The integral at rest (`_integrate`). += dt Ki (M_ii(q0) + a^ + b^ / Kd) e, clamped to
-   ±`integral_clamp` x the effort limit, while the reference rests, the command is not
-   limited, the joint is slower than INTEGRAL_GATE and than its PD's pace Kp/Kd |e| (`_pace`)
-   or moves away from its goal, and a^ has been measured once (its scaled variance <=
-   SETTLED). Why each: without the 0.02 rad/s gate the geared row oscillated at rest; the
-   pace (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4 rad on the friction row) stops it
-   carrying a joint across the friction band and back; away from the goal it unwinds an
+   ±`integral_clamp` x the effort limit, while the reference rests, the command is not limited,
+   the joint is slower than INTEGRAL_GATE and than its PD's pace Kp/Kd |e| (`_pace`), or than
+   FAR x that pace, or moves away from its goal, and a^ has been measured once (its scaled
+   variance <= SETTLED). Why each: without the 0.02 rad/s gate the geared row oscillated at
+   rest; the pace (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4 rad on the friction row) stops
+   it carrying a joint across the friction band and back; away from the goal it unwinds an
    overshoot (it froze at 0.3 N·m; with b^'s ceiling raised at once, friction row 4.0e-2 ->
-   2.9e-2 rad RMS); before a^ is known the integral through M_ii alone is unstable on an
-   untold geared joint ((M_ii + a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links
-   row 3e-3 rad off after 1 s; 4000 is the default.
+   2.9e-2 rad RMS); before a^ is known the integral through M_ii alone is unstable on an untold
+   geared joint ((M_ii + a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links row 3e-3
+   rad off after 1 s; 4000 is the default. FAR: a joint 0.15 rad off that crept towards its goal
+   at 0.02-0.06 rad/s under a wrong d^ (a hold's, learnt before its release) froze the integral
+   at the 0.02 rad/s gate and ended 2-8e-2 rad off; now 3e-4-1.4e-3.
 8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
    through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
    m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
@@ -78,7 +100,7 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    took its Coulomb friction as a^ = 0.73 kg·m² (M_33 0.61, m_eff 0.06: 13x the gain) and after a
    26 ms pause of the loop its command swung ±30 N·m every 4 ms until the brake (RMS 0.37 rad).
    Measured over CHATTER_TIME, a command whose mean change per tick exceeds CHATTER x the effort
-   limit while its signed mean stays under a quarter of it chatters: a^ and b^ are halved (a^'s
+   limit while its signed mean stays under a quarter of it chatters: a^, b^ and c^ are halved (a^'s
    variance reset to GAIN); the loop logs it. There it acted twice within 15 ms: RMS 1.5e-2 rad, no
    brake (test_timing_matrix's excitation). A tracked command changes by at most ~0.05 N·m per
    tick, a pause's catch-up once: the demo rows of the matrix never trigger it. The measured
@@ -119,10 +141,16 @@ UNSTICK_TORQUE = 0.05  # a^ grows while the feedback torque is under this x the 
 INTEGRAL_GATE = 0.02  # [rad/s] slower than this, a joint stands still (integral, stuck rule)
 SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance has been at most this
 NATURAL_PACE = 10.0  # [1/s] the pace Kp / Kd if Kd is 0: the default gains' (law's ω / 2)
-ESTIMATED = 3  # a [kg·m²], b [N·m·s/rad], d [N·m] per joint
+ESTIMATED = 4  # a [kg·m²], b [N·m·s/rad], d [N·m], c [N·m] per joint
 ESTIMATE, INTEGRAL, UNSTICK = 0, 1, 2  # the schedule's entries
 ANSWER_TIME = 0.04  # [s] the adaptation starts this long after the first command (Controller);
 # also the longest actuation delay the estimate pairs (ros/loop.py pauses it beyond)
+COULOMB_GAIN = 0.1 * GAIN  # c^'s largest covariance: d^ takes a one-way bias first (rule 2)
+PRIOR = np.array([GAIN, GAIN, GAIN, COULOMB_GAIN])  # the covariances' largest diagonal
+SLIDING = 3.0  # x friction_velocity_width: slower, a joint is in its friction's band (rule 2)
+COULOMB_REACH = 0.1  # [s] c^ fed forward turns M_ii + a^ to the velocity limit in this (rule 5)
+KICK = 1.0  # ... plus this x its damping's torque at that limit (rule 5)
+FAR = 0.25  # x the pace: a joint at rest approaching slower than this has its integral run (7)
 CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time (rule 8)
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
 VIBRATION = 0.03  # x the velocity limit per tick: a velocity swinging more chatters too
@@ -134,7 +162,7 @@ INTEGER_FIELDS = ('count',)
 
 def work_shapes(n: int, m: int) -> dict:
     """{LawWork field: shape} of the adaptation's state for n model joints, m controlled:
-    theta (3, m) a^ [kg·m²], b^ [N·m·s/rad], d^ [N·m]; P (m, 3, 3) their covariances;
+    theta (4, m) a^ [kg·m²], b^ [N·m·s/rad], d^ [N·m], c^ [N·m]; P (m, 4, 4) their covariances;
     applied (2, m): row 0 the window's sum of commands [N·m]; qd_last, q_first (n,) the
     window's first state; count [commands in `applied`, state intervals, 1 once the window
     has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
@@ -162,12 +190,13 @@ def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits:
     velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
     bias = float(values['integral_clamp']) * limits
     ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
-                          FRICTION_CEILING * limits / velocity, bias))
+                          FRICTION_CEILING * limits / velocity, bias, bias))
     time_constant = float(values['estimation.forgetting_time'])
     period = 1.0 / values['update_rate']
     window = WINDOW * period
     forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, window)
-    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index))))
+    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index)),
+                        np.ones(len(index))))
     return dict(forget=forget, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
                 integral_clamp=bias, inertia=inertia)
@@ -183,7 +212,7 @@ def reset(arrays: dict) -> None:
     arrays['count'][:] = 0
     arrays['applied'][:] = 0.0
     for k in range(arrays['P'].shape[0]):
-        arrays['P'][k] = GAIN * np.eye(ESTIMATED)
+        arrays['P'][k] = np.diag(PRIOR)
 
 
 def clear_integral(arrays: dict) -> None:
@@ -281,8 +310,11 @@ def _estimate(model, work, q, qd, closing, ref):
                     continue  # at rest, the integral's: no excitation, one integrator
                 if not _consistent(work, model.index[k], q, qd):
                     continue  # velocities the positions contradict: not the arm's motion
+                if _reverses(work, model.index[k], qd):
+                    continue  # its friction turned over within the window: no model's
                 _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
-                                growth_factor)
+                                growth_factor,
+                                _sliding(work, model.index[k], qd, SLIDING * model.width))
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
@@ -298,6 +330,41 @@ def _estimate(model, work, q, qd, closing, ref):
 
 
 @njit(cache=True)
+def _sliding(work, i, qd, band):
+    """Rule 4: joint i slid one way through the window, its velocity at the window's first,
+    middle and last state beyond `band` [rad/s] and of one sign: its Coulomb friction was
+    constant, which c^ can take."""
+    first, middle, last = work.qd_last[i], work.qd_mid[i], qd[i]
+    return (min(abs(first), abs(middle), abs(last)) > band
+            and first * middle > 0.0 and middle * last > 0.0)
+
+
+@njit(cache=True)
+def _reverses(work, i, qd):
+    """Rule 4: joint i's velocity changed sign within the window (at its first, middle or
+    last state): its Coulomb friction turned over, which no smooth model pairs with the
+    window's mean command."""
+    first, middle, last = work.qd_last[i], work.qd_mid[i], qd[i]
+    return first * middle < 0.0 or middle * last < 0.0 or first * last < 0.0
+
+
+@njit(cache=True)
+def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float) -> float:
+    """Rule 5: the Coulomb friction c^ fed forward at controlled joint k [N·m], c^ tanh(v_r /
+    w) on the sliding reference v_r = qd_d + (Kp / Kd) e, the way the joint must move to
+    follow (qd_d alone once the reference rests: none while the joint lags); c^ at most what
+    turns its inertia M_ii(q0) + a^ to its velocity limit in COULOMB_REACH, plus KICK x what
+    its damping b + b^ takes at that limit (an estimate on a light joint that took a hold's
+    torque flips at each reversal). Off (0) for feedforward_pd and without Kd."""
+    if model.pd or model.kd[k] <= 0.0:
+        return 0.0
+    inertia = model.inertia[k] + theta[0, k]
+    damping = model.viscous[k] + theta[1, k]
+    most = (inertia / COULOMB_REACH + KICK * damping) / model.scales[1, k]
+    return min(theta[3, k], most) * np.tanh((qd_d + _pace(model, k) * e) / model.width)
+
+
+@njit(cache=True)
 def _consistent(work, i, q, qd):
     """Rule 4: the window's positions agree with its velocities at joint i: the change of q
     is their trapezoid mean times the window's duration, within a quarter of that plus
@@ -309,7 +376,7 @@ def _consistent(work, i, q, qd):
 
 
 @njit(cache=True)
-def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor):
+def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor, sliding):
     """Rules 2-3 for controlled joint k: one recursive least-squares step with forgetting
     `lam` in scaled units (x = theta / scales), its innovation times the schedule's
     estimate gain; the covariance's diagonal kept at most GAIN; the estimates projected on
@@ -321,6 +388,7 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
                            model.stribeck[k], model.width, model.stribeck_velocity, v)
     err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
     phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
+    phi[3] = np.tanh(v / model.width) * scales[3, k] if sliding else 0.0
     for a in range(ESTIMATED):
         x[a] = theta[a, k] / scales[a, k]
         err -= phi[a] * x[a]
@@ -336,8 +404,8 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         for b in range(ESTIMATED):
             P[a, b] = (P[a, b] - Pphi[a] * Pphi[b] / den) / lam
     for a in range(ESTIMATED):
-        if P[a, a] > GAIN:
-            shrink = np.sqrt(GAIN / P[a, a])
+        if P[a, a] > PRIOR[a]:
+            shrink = np.sqrt(PRIOR[a] / P[a, a])
             for b in range(ESTIMATED):
                 P[a, b] *= shrink
                 P[b, a] *= shrink
@@ -388,7 +456,8 @@ def _integrate(model, work, ref):
         e, ed = work.e[0, k], work.e[1, k]
         if work.P[k, 0, 0] <= SETTLED:
             work.settled[k] = 1.0
-        slow = abs(ed) < min(INTEGRAL_GATE, _pace(model, k) * abs(e))
+        pace = _pace(model, k) * abs(e)
+        slow = abs(ed) < max(min(INTEGRAL_GATE, pace), FAR * pace)
         if (_resting(ref, k) and (slow or e * ed > 0.0) and scale > 0.0
                 and work.tau[k] == work.raw[k]
                 and (model.forget == 1.0 or work.settled[k] > 0.0)):
@@ -418,6 +487,7 @@ def _calm(model, work, qd):
         if chatters or vibrates:
             work.theta[0, k] *= 0.5
             work.theta[1, k] *= 0.5
+            work.theta[3, k] *= 0.5
             work.P[k, 0, 0] = GAIN
             swing[0, k] = swing[1, k] = swing[3, k] = swing[4, k] = 0.0
             work.calmed[k] += 1.0

@@ -153,7 +153,7 @@ class ContactObserver:
         """A new state q [rad], qd [rad/s] (model size), dt [s] after the previous one (its
         stamps): the residual updated; returns the controlled joint's position k (in
         `cfg.joints`) whose |residual| is the largest share of its threshold beyond it, else
-        -1. estimates: the law's (3, m) a^, b^, d^ (None: off); f_ext: the known wrenches
+        -1. estimates: the law's (4, m) a^, b^, d^, c^ (None: off); f_ext: the known wrenches
         {link: wrench} the law compensates (~/external_wrench), part of the model here; age
         [s]: from the state's stamp to now. The commands paired with its interval are those
         published since the previous state was judged: a state `age` old describes motion
@@ -250,7 +250,7 @@ def _same(args, last):
 ROWS = ('residual', 'peak', 'thresholds', 'threshold', 'allowance b', 'allowance c',
         'applied', 'allowance delay', 'expected',
         'allowance estimate')  # the rows of ContactObserver._joint
-_NO_ESTIMATES = np.zeros((3, 1))
+_NO_ESTIMATES = np.zeros((4, 1))
 FROZEN = 50  # new states in a row that repeat the previous one exactly: no arm answers
 MAX_DELAY = 0.5  # [s] the longest window of the delay allowance
 GAP = 3.0  # an interval between states over this x the usual one is not judged (_regular)
@@ -301,7 +301,7 @@ def _observe(model, forces, rows, last, q, qd, joint, recent, theta, estimating,
         inertial = 0.0
         if estimating:  # what the arm showed in motion; not d^, a bias: a push is one
             inertial = theta[0, k] * QDD[0, i]
-            expected += inertial + theta[1, k] * v
+            expected += inertial + theta[1, k] * v + theta[3, k] * np.tanh(v / model.width)
         applied = joint[6, k] / count + (T[1, i] if compensate else 0.0)
         joint[6, k] = 0.0
         joint[8, k] = expected - (T[1, i] if compensate else 0.0)  # as a command would be

@@ -850,9 +850,10 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        friction = theta[1, k] * qd_d + friction_torque(
-            model.viscous[k], model.coulomb[k], model.offset[k], model.stribeck[k],
-            model.width, model.stribeck_velocity, qd_d)
+        friction = (theta[1, k] * qd_d + adaptation.coulomb(model, theta, k, qd_d, e)
+                    + friction_torque(model.viscous[k], model.coulomb[k], model.offset[k],
+                                      model.stribeck[k], model.width, model.stribeck_velocity,
+                                      qd_d))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
         stiffness = adaptation.damped(model, theta, k) * model.kp[k] * e
