@@ -71,8 +71,10 @@ def test_after_the_install_step_the_node_compiles_nothing(tmp_path):
         controller = procs.start([console_script('rnea-controller'), '--urdf',
                                   str(default_urdf_path()), '--ros-args', '--log-level',
                                   'rnea_controller:=debug'])
-        assert wait_for(lambda: 'first command' in procs.output(controller), 120), \
-            procs.output(controller)[-3000:]
+        # the kernels' summary is logged at the end of the activation, which the first tick
+        # may overtake: both awaited
+        assert wait_for(lambda: all(text in procs.output(controller) for text in (
+            'first command', 'numba kernels:')), 120), procs.output(controller)[-3000:]
         log = procs.output(controller)
     finally:
         procs.close()
