@@ -30,7 +30,7 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    reversal separates the two. Why: without it the friction's constant torque, which b^ qd
    takes at speed, read as -a^ qdd_m in each deceleration, where qdd_m is nearly constant:
    on the geared xArm7 the wrists' a^ fell from 0.13 to 0 kg·m² (rotor 0.1), d^ held half
-   the friction at rest, and the demo ended 2-5e-3 rad off (now a^ 0.08-0.25, 1.1-1.3e-4
+   the friction at rest, and the demo ended 2-5e-3 rad off (now a^ 0.08-0.25, 3.5-5.5e-4
    rad; test_timing_matrix).
 3. A slow loop (`_estimate_joint`). The estimates act on the arm whose response they are
    learnt from, so each step is bounded: regressors scaled to about 1 at the velocity limit
@@ -68,9 +68,12 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    reference stopped and crept; with d^ holding friction instead, they overshot). At most
    (M_ii(q0) + a^) / COULOMB_REACH + KICK (b + b^) times the velocity limit: a c^ learnt
    from a hold on a light joint flips at each reversal of its reference (held joint7 of
-   1.4e-4 kg·m², released: 1.77x its velocity limit unbounded, 1.23x so); with COULOMB_REACH
+   1.4e-4 kg·m², released: 1.77x its velocity limit unbounded, 1.29x so); with COULOMB_REACH
    alone the friction-true row's wrists lost their friction's feedforward (RMS 2.1e-2 rad
-   against 1.6e-2).
+   against 1.6e-2). Its slope in e at most COULOMB_STIFFNESS x the joint's own stiffness:
+   at w alone, 1.5 N·m on the 1.4e-4 kg·m² wrist is 1500 N·m/rad (a 3000 rad/s mode; told
+   friction fed forward so set the friction-told-exactly arm swinging to its brake with
+   commands 10 ms late); 1x left the geared demo 1.1-1.4e-3 rad off, 4x 3.5-5.5e-4.
 6. A stuck joint grows a^ (`_unstick`). Its reference moves, it lags more than STUCK_ERROR
    in the direction of motion and more each tick, it stands still (slower than INTEGRAL_GATE
    and half its reference), its command is not limited and its feedback torque Kp (M_ii +
@@ -150,6 +153,7 @@ PRIOR = np.array([GAIN, GAIN, GAIN, COULOMB_GAIN])  # the covariances' largest d
 SLIDING = 3.0  # x friction_velocity_width: slower, a joint is in its friction's band (rule 2)
 COULOMB_REACH = 0.1  # [s] c^ fed forward turns M_ii + a^ to the velocity limit in this (rule 5)
 KICK = 1.0  # ... plus this x its damping's torque at that limit (rule 5)
+COULOMB_STIFFNESS = 4.0  # x the joint's stiffness: c^'s slope in the error at most (rule 5)
 FAR = 0.25  # x the pace: a joint at rest approaching slower than this has its integral run (7)
 CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time (rule 8)
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
@@ -350,18 +354,24 @@ def _reverses(work, i, qd):
 
 @njit(cache=True)
 def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float) -> float:
-    """Rule 5: the Coulomb friction c^ fed forward at controlled joint k [N·m], c^ tanh(v_r /
-    w) on the sliding reference v_r = qd_d + (Kp / Kd) e, the way the joint must move to
-    follow (qd_d alone once the reference rests: none while the joint lags); c^ at most what
-    turns its inertia M_ii(q0) + a^ to its velocity limit in COULOMB_REACH, plus KICK x what
-    its damping b + b^ takes at that limit (an estimate on a light joint that took a hold's
-    torque flips at each reversal). Off (0) for feedforward_pd and without Kd."""
+    """Rule 5: the Coulomb friction c^ fed forward at controlled joint k [N·m], c^ tanh(qd_d /
+    w + (Kp / Kd) e / w_e) on the sliding reference qd_d + (Kp / Kd) e, the way the joint must
+    move to follow (qd_d alone once the reference rests: none while the joint lags). c^ at
+    most what turns its inertia M_ii(q0) + a^ to its velocity limit in COULOMB_REACH, plus
+    KICK x what its damping b + b^ takes at that limit (an estimate on a light joint that took
+    a hold's torque flips at each reversal); its slope in e, c^ (Kp / Kd) / w_e, at most
+    COULOMB_STIFFNESS x the joint's own stiffness Kp (M_ii + a^ + (b + b^) / Kd) (w_e >= w: at
+    w, 1.5 N·m on the xArm7's 1.4e-4 kg·m² wrist is 1500 N·m/rad, a natural frequency of
+    3000 rad/s). Off (0) for feedforward_pd and without Kd."""
     if model.pd or model.kd[k] <= 0.0:
         return 0.0
     inertia = model.inertia[k] + theta[0, k]
     damping = model.viscous[k] + theta[1, k]
-    most = (inertia / COULOMB_REACH + KICK * damping) / model.scales[1, k]
-    return min(theta[3, k], most) * np.tanh((qd_d + _pace(model, k) * e) / model.width)
+    c = min(theta[3, k], (inertia / COULOMB_REACH + KICK * damping) / model.scales[1, k])
+    pace = _pace(model, k)
+    stiffness = model.kp[k] * (inertia + damped(model, theta, k))
+    width = max(model.width, c * pace / (COULOMB_STIFFNESS * stiffness))
+    return c * np.tanh(qd_d / model.width + pace * e / width)
 
 
 @njit(cache=True)
