@@ -12,7 +12,7 @@ from lockstep import lockstep
 import numpy as np
 import pytest
 
-from rnea_controller import RobotModel
+from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control.law import Controller, validate_parameters
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.errors import ParameterError
@@ -145,3 +145,17 @@ def test_a_joint_whose_velocity_swings_back_and_forth_has_its_stiffening_taken_b
     for velocities in (np.linspace(0.0, 1.0, 200),
                        np.random.default_rng(1).normal(0.0, 0.01, 400)):
         assert calmed_after(velocities) == (0.01, 0.0)
+
+
+def test_a_joint_without_stiffness_has_no_coulomb_slope_and_the_law_stays_finite():
+    """Kp 0 on a joint (`gains.<joint>.p`: a user's gains): the Coulomb feedforward's slope in
+    the error, bounded by the joint's stiffness, is 0, not 0 / 0 (that raised ZeroDivisionError
+    in the compiled law and the node died under the DDS fuzz's parameter calls)."""
+    model = RobotModel.from_urdf_file(default_urdf_path())
+    cfg = validate_parameters({f'gains.{model.joint_names[0]}.p': 0.0}, model)
+    controller = Controller(cfg)
+    q = np.array([0.0, -1.57, 1.57, -1.57, -1.57, 0.0])
+    for k in range(300):
+        ref = np.vstack([q + 1e-4 * k, np.full(6, 0.1), np.zeros(6)])
+        tau = controller.command(cfg, q + 1e-4 * np.sin(k), np.full(6, 0.1), ref)
+        assert np.all(np.isfinite(tau)), (k, tau)

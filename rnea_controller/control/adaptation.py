@@ -368,10 +368,12 @@ def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float)
     inertia = model.inertia[k] + theta[0, k]
     damping = model.viscous[k] + theta[1, k]
     c = min(theta[3, k], (inertia / COULOMB_REACH + KICK * damping) / model.scales[1, k])
-    pace = _pace(model, k)
-    stiffness = model.kp[k] * (inertia + damped(model, theta, k))
-    width = max(model.width, c * pace / (COULOMB_STIFFNESS * stiffness))
-    return c * np.tanh(qd_d / model.width + pace * e / width)
+    slope = c * _pace(model, k) / model.width  # [N·m/rad] of the sliding reference's e term
+    stiffness = COULOMB_STIFFNESS * model.kp[k] * (inertia + damped(model, theta, k))
+    if slope > stiffness:  # also where the joint has no stiffness: Kp or its inertia 0
+        slope = stiffness
+    toward = slope * e / c if c > 0.0 else 0.0
+    return c * np.tanh(qd_d / model.width + toward)
 
 
 @njit(cache=True)
