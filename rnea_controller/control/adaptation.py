@@ -207,7 +207,7 @@ def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits:
 
 
 def reset(arrays: dict) -> None:
-    """Forget the estimates, their covariances (GAIN), the integral and the window (the
+    """Forget the estimates, their covariances (PRIOR), the integral and the window (the
     schedule is kept: it is the caller's policy, not the arm's)."""
     arrays['theta'][:] = 0.0
     arrays['integral'][:] = 0.0
@@ -391,8 +391,9 @@ def _consistent(work, i, q, qd):
 def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor, sliding):
     """Rules 2-3 for controlled joint k: one recursive least-squares step with forgetting
     `lam` in scaled units (x = theta / scales), its innovation times the schedule's
-    estimate gain; the covariance's diagonal kept at most GAIN; the estimates projected on
-    their ceilings; M_ii + a^ grown at most by `growth_factor`."""
+    estimate gain; the covariance's diagonal kept at most PRIOR; the estimates projected on
+    their ceilings; M_ii + a^ grown at most by `growth_factor`; c^'s regressor 0 unless the
+    joint slid one way through the window (`sliding`)."""
     T, theta = work.T, work.theta
     i = model.index[k]
     v, qdd_m = qd[i], work.QDD[2, i]
