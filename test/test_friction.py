@@ -47,7 +47,9 @@ def test_the_offset_is_the_asymmetry_of_coulomb_friction():
 @pytest.mark.parametrize('name', ['ur5', 'panda'])
 def test_the_law_feeds_forward_the_whole_model(name):
     """Computed torque with friction.<joint>.* set equals Pinocchio's RNEA at the law's
-    acceleration plus the written-out model at the desired velocity."""
+    acceleration plus the written-out model at the desired velocity, at the desired position
+    (the Coulomb terms act on the sliding reference qd_d + (Kp / Kd) e: control/adaptation.py
+    rule 5)."""
     path, locked = ROBOTS[name]
     model = RobotModel.from_urdf_file(robot_data_urdf(path), locked_joints=locked)
     oracle = Oracle(robot_data_urdf(path), locked, model.joint_names)
@@ -65,6 +67,7 @@ def test_the_law_feeds_forward_the_whole_model(name):
     controller = Controller(cfg)
     for _ in range(5):
         q, qd, ref = random_state(model, rng)
+        ref[0] = q
         tau = controller.command(cfg, q, qd, ref).copy()
         qdd = ref[2] + cfg.kp * (ref[0] - q) + cfg.kd * (ref[1] - qd)
         expected = oracle.rnea(q, qd, qdd) + written_out(b, c, f0, s, 0.05, 0.4, ref[1])

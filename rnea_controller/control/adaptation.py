@@ -70,10 +70,12 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    from a hold on a light joint flips at each reversal of its reference (held joint7 of
    1.4e-4 kg·m², released: 1.77x its velocity limit unbounded, 1.29x so); with COULOMB_REACH
    alone the friction-true row's wrists lost their friction's feedforward (RMS 2.1e-2 rad
-   against 1.6e-2). Its slope in e at most COULOMB_STIFFNESS x the joint's own stiffness:
-   at w alone, 1.5 N·m on the 1.4e-4 kg·m² wrist is 1500 N·m/rad (a 3000 rad/s mode; told
-   friction fed forward so set the friction-told-exactly arm swinging to its brake with
-   commands 10 ms late); 1x left the geared demo 1.1-1.4e-3 rad off, 4x 3.5-5.5e-4.
+   against 1.6e-2). The told Coulomb friction too (the arm told its friction exactly ended
+   1.3-1.4e-3 rad off with commands 5-10 ms late, on the sliding reference 0.9-3.4e-4). The
+   slope in e at most COULOMB_STIFFNESS x the joint's own stiffness: at w alone, 1.5 N·m on
+   the 1.4e-4 kg·m² wrist is 1500 N·m/rad (a 3000 rad/s mode: the told friction fed forward
+   so set that arm swinging to its brake with commands 10 ms late); 1x left the geared demo
+   1.1-1.4e-3 rad off, 4x 3.5-5.5e-4.
 6. A stuck joint grows a^ (`_unstick`). Its reference moves, it lags more than STUCK_ERROR
    in the direction of motion and more each tick, it stands still (slower than INTEGRAL_GATE
    and half its reference), its command is not limited and its feedback torque Kp (M_ii +
@@ -354,26 +356,29 @@ def _reverses(work, i, qd):
 
 @njit(cache=True)
 def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float) -> float:
-    """Rule 5: the Coulomb friction c^ fed forward at controlled joint k [N·m], c^ tanh(qd_d /
-    w + (Kp / Kd) e / w_e) on the sliding reference qd_d + (Kp / Kd) e, the way the joint must
-    move to follow (qd_d alone once the reference rests: none while the joint lags). c^ at
-    most what turns its inertia M_ii(q0) + a^ to its velocity limit in COULOMB_REACH, plus
-    KICK x what its damping b + b^ takes at that limit (an estimate on a light joint that took
-    a hold's torque flips at each reversal); its slope in e, c^ (Kp / Kd) / w_e, at most
-    COULOMB_STIFFNESS x the joint's own stiffness Kp (M_ii + a^ + (b + b^) / Kd) (w_e >= w: at
-    w, 1.5 N·m on the xArm7's 1.4e-4 kg·m² wrist is 1500 N·m/rad, a natural frequency of
-    3000 rad/s). Off (0) for feedforward_pd and without Kd."""
+    """Rule 5: the Coulomb friction fed forward at controlled joint k on the sliding reference
+    qd_d + (Kp / Kd) e, the way the joint must move to follow (qd_d alone once the reference
+    rests: none while the joint lags), beyond what the told model gives at qd_d [N·m]: (c^ +
+    c) tanh(qd_d / w + (Kp / Kd) e / w_e) - c tanh(qd_d / w), c the told Coulomb friction. c^
+    at most what turns the joint's inertia M_ii(q0) + a^ to its velocity limit in
+    COULOMB_REACH, plus KICK x what its damping b + b^ takes at that limit (an estimate on a
+    light joint that took a hold's torque flips at each reversal); the slope in e, (c^ + c)
+    (Kp / Kd) / w_e, at most COULOMB_STIFFNESS x the joint's own stiffness Kp (M_ii + a^ + (b
+    + b^) / Kd) (w_e >= w: at w, 1.5 N·m on the xArm7's 1.4e-4 kg·m² wrist is 1500 N·m/rad,
+    a natural frequency of 3000 rad/s). Off (0) for feedforward_pd and without Kd."""
     if model.pd or model.kd[k] <= 0.0:
         return 0.0
     inertia = model.inertia[k] + theta[0, k]
     damping = model.viscous[k] + theta[1, k]
     c = min(theta[3, k], (inertia / COULOMB_REACH + KICK * damping) / model.scales[1, k])
-    slope = c * _pace(model, k) / model.width  # [N·m/rad] of the sliding reference's e term
+    told = model.coulomb[k]
+    total = c + told
+    slope = total * _pace(model, k) / model.width  # [N·m/rad] of the sliding reference's e term
     stiffness = COULOMB_STIFFNESS * model.kp[k] * (inertia + damped(model, theta, k))
     if slope > stiffness:  # also where the joint has no stiffness: Kp or its inertia 0
         slope = stiffness
-    toward = slope * e / c if c > 0.0 else 0.0
-    return c * np.tanh(qd_d / model.width + toward)
+    toward = slope * e / total if total > 0.0 else 0.0
+    return total * np.tanh(qd_d / model.width + toward) - told * np.tanh(qd_d / model.width)
 
 
 @njit(cache=True)
