@@ -355,7 +355,8 @@ def _reverses(work, i, qd):
 
 
 @njit(cache=True)
-def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float) -> float:
+def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float,
+            damped_k: float) -> float:
     """Rule 5: the Coulomb friction fed forward at controlled joint k on the sliding reference
     qd_d + (Kp / Kd) e, the way the joint must move to follow (qd_d alone once the reference
     rests: none while the joint lags), beyond what the told model gives at qd_d [N·m]: (c^ +
@@ -365,7 +366,8 @@ def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float)
     light joint that took a hold's torque flips at each reversal); the slope in e, (c^ + c)
     (Kp / Kd) / w_e, at most COULOMB_STIFFNESS x the joint's own stiffness Kp (M_ii + a^ + (b
     + b^) / Kd) (w_e >= w: at w, 1.5 N·m on the xArm7's 1.4e-4 kg·m² wrist is 1500 N·m/rad,
-    a natural frequency of 3000 rad/s). Off (0) for feedforward_pd and without Kd."""
+    a natural frequency of 3000 rad/s); damped_k: `damped`'s (the law's). Off (0) for
+    feedforward_pd and without Kd."""
     if model.pd or model.kd[k] <= 0.0:
         return 0.0
     inertia = model.inertia[k] + theta[0, k]
@@ -374,7 +376,7 @@ def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float)
     told = model.coulomb[k]
     total = c + told
     slope = total * _pace(model, k) / model.width  # [N·m/rad] of the sliding reference's e term
-    stiffness = COULOMB_STIFFNESS * model.kp[k] * (inertia + damped(model, theta, k))
+    stiffness = COULOMB_STIFFNESS * model.kp[k] * (inertia + damped_k)
     if slope > stiffness:  # also where the joint has no stiffness: Kp or its inertia 0
         slope = stiffness
     toward = slope * e / total if total > 0.0 else 0.0

@@ -850,13 +850,14 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     for k in range(model.index.shape[0]):
         i = model.index[k]
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
-        friction = (theta[1, k] * qd_d + adaptation.coulomb(model, theta, k, qd_d, e)
+        damped = adaptation.damped(model, theta, k)
+        friction = (theta[1, k] * qd_d + adaptation.coulomb(model, theta, k, qd_d, e, damped)
                     + friction_torque(model.viscous[k], model.coulomb[k], model.offset[k],
                                       model.stribeck[k], model.width, model.stribeck_velocity,
                                       qd_d))
         work.feedforward[k] = T[1, i] + friction
         feedback = model.kp[k] * e + model.kd[k] * ed
-        stiffness = adaptation.damped(model, theta, k) * model.kp[k] * e
+        stiffness = damped * model.kp[k] * e
         law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback + stiffness
         raw[k] = (law + friction + theta[2, k] + work.integral[k]
                   - (T[3, i] if model.compensate else 0.0))

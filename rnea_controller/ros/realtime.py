@@ -87,14 +87,23 @@ def set_realtime_priority(priority, threads=None):
     Called once the node is warm (numba compiled, DDS up), so that neither the compile nor the
     DDS threads run at real-time priority. Threads the calling thread starts later inherit it.
     """
-    try:
-        for tid in threads or [threading.get_native_id()]:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-    except (OSError, ValueError) as error:
+    error = realtime_priority_refused(priority, threads)
+    if error is not None:
         print(f'controller: cannot set SCHED_FIFO priority {priority}: {error}; '
               'running with the default scheduler', file=sys.stderr)
         return False
     return True
+
+
+def realtime_priority_refused(priority, threads=None):
+    """Set SCHED_FIFO `priority` for `threads` (default: the calling thread); None if done,
+    else the error (no privilege, a bad priority)."""
+    try:
+        for tid in threads or [threading.get_native_id()]:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, ValueError) as error:
+        return error
+    return None
 
 
 def unpreempted(make, priority=1):

@@ -70,7 +70,6 @@ import argparse
 from collections import deque
 from dataclasses import dataclass
 import math
-import os
 import sys
 import threading
 import time
@@ -100,7 +99,7 @@ from rnea_controller.errors import (
     UrdfError,
 )
 from rnea_controller.interrupt import interrupt_once
-from rnea_controller.ros.realtime import process_threads
+from rnea_controller.ros.realtime import process_threads, realtime_priority_refused
 from rnea_controller.sim.plant import check_obstacles, CommandHold, measure, Plant, PlantOptions
 
 # The bundled arm's start pose (UR 'home': upper arm up, forearm forward, tool down) [rad].
@@ -492,10 +491,8 @@ class SimNode(Node):
         priority = self.config.physics_priority
         if priority <= 0:
             return
-        try:
-            for tid in process_threads():
-                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-        except (OSError, ValueError) as error:
+        error = realtime_priority_refused(priority, process_threads())
+        if error is not None:
             self.get_logger().info(f'the default scheduler (SCHED_FIFO {priority} not '
                                    f'allowed: {error}): a busy host starves the physics')
             return
