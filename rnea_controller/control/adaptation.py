@@ -200,7 +200,9 @@ def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits:
     time_constant = float(values['estimation.forgetting_time'])
     period = 1.0 / values['update_rate']
     window = WINDOW * period
-    forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, window)
+    # a forgetting time under two windows acts as two (a factor of 0 at one window divided
+    # the covariance by 0: test_configurations)
+    forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, 2.0 * window)
     scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index)),
                         np.ones(len(index))))
     return dict(forget=forget, ceilings=ceilings, scales=scales,

@@ -184,7 +184,8 @@ TABLE = (
          'acceleration over windows of 10 new joint states timed by their stamps, '
          'docs/controller.md); a enters M_ii (the feedback acts through it), b the friction '
          'feedforward and the stiffness (Kp·b/Kd), d the command; paused while the joint '
-         'rests and its integral runs; 0: off (the law of issue 23)',
+         'rests and its integral runs; under two windows it acts as two; 0: off (the law of '
+         'issue 23)',
          low=0.0, high=100.0),
     Spec('estimation.max_armature', 'double', 1.0, 'kg·m^2', 'largest rotor inertia the '
          'estimate may add to a joint (viscous friction: at most effort limit / velocity '
