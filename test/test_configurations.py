@@ -8,9 +8,10 @@ law must hold at every one of them, the ranges' ends included: an exception in i
 starts at 0) divided by a forgetting factor of 0 in the first window: ZeroDivisionError.
 
 Each example: one to four numbers drawn from the whole table (the per-joint families on one
-joint), set on the xArm7 in MuJoCo with its URDF friction true (the estimate, the integral
-and the Coulomb feedforward all busy), the node's tick (test/timed_loop.py) through a quick
-move from rest to rest and half a second at rest, with commands 2 ms late.
+joint) and maybe one of its choices (the law, the friction's source, a bool), set on the xArm7
+in MuJoCo with its URDF friction true (the estimate, the integral and the Coulomb feedforward
+all busy), the node's tick (test/timed_loop.py) through a quick move from rest to rest and
+half a second at rest, with commands 2 ms late.
 """
 import math
 
@@ -29,6 +30,7 @@ from rnea_controller.tools.send_trajectory import demo_motion
 
 NUMBERS = [spec for spec in parameters.TABLE
            if spec.kind in ('int', 'double') and spec.low is not None and spec.high is not None]
+CHOICES = [spec for spec in parameters.TABLE if spec.choices or spec.kind == 'bool']
 JOINT = JOINTS[4]  # the per-joint families on a light wrist joint
 MOVE, REST = 0.6, 0.5  # [s]
 ARM = PlantOptions(damping=tuple(MODEL.damping), friction=tuple(MODEL.friction))
@@ -36,7 +38,12 @@ ARM = PlantOptions(damping=tuple(MODEL.damping), friction=tuple(MODEL.friction))
 
 @st.composite
 def number(draw, spec):
-    """A value inside `spec`'s range, its ends and their neighbourhood often."""
+    """A value inside `spec`'s range, its ends and their neighbourhood often (a choice or a
+    bool: any)."""
+    if spec.kind == 'bool':
+        return draw(st.booleans())
+    if spec.choices:
+        return draw(st.sampled_from(spec.choices))
     low, high = spec.low, spec.high
     if spec.kind == 'int':
         return draw(st.one_of(st.sampled_from([int(low), int(high)]),
@@ -50,9 +57,10 @@ def number(draw, spec):
 
 @st.composite
 def configuration(draw):
-    """{parameter: value} of one to four numbers of the table."""
+    """{parameter: value} of one to four numbers of the table, and maybe a choice."""
     specs = draw(st.lists(st.sampled_from(NUMBERS), min_size=1, max_size=4,
                           unique_by=lambda s: s.name))
+    specs += draw(st.lists(st.sampled_from(CHOICES), max_size=1))
     return {spec.name.replace(parameters.JOINT, JOINT): draw(number(spec)) for spec in specs}
 
 
