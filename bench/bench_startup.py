@@ -57,6 +57,8 @@ def peer():
     while not got:
         rclpy.spin_once(node, timeout_sec=0.01)
     print(f'first state ({process_age():.2f} s after the process started)', flush=True)
+    node.destroy_node()  # its participant deleted: one left at exit delays the next start's
+    rclpy.shutdown()  # first message by 1-3 s (ros/main.py)
 
 
 def wait_for_line(log, pattern, proc, timeout=TIMEOUT):

@@ -67,6 +67,18 @@ def dds_first():
                              enable_rosout=False, start_parameter_services=False)
 
 
+def shut_down():
+    """rclpy shut down and the DDS participant deleted now, not left to the process's end:
+    with the garbage collector off and then frozen (main) the node's handles stay in reference
+    cycles for good, and a participant alive at exit leaves its shared-memory port registered,
+    into which a running peer (the driver, a simulator) went on writing for 1-3 s after the
+    next start on the same participant id: that start's first state came 1.5-3 s late (14 of
+    14 restarts; 0.2-0.3 s with this; issue 35, docs/benchmarks.md)."""
+    rclpy.try_shutdown()
+    gc.unfreeze()
+    gc.collect()
+
+
 def main(args=None):
     """Console script `rnea-controller` (ROS arguments after --ros-args)."""
     # no garbage collection until the loop starts: the start-up makes ~200,000 objects (numba,
@@ -98,7 +110,7 @@ def main(args=None):
     try:
         node = ControllerNode(parameter_overrides=overrides)
     except ParameterError as error:
-        rclpy.try_shutdown()
+        shut_down()
         sys.exit(f'rnea-controller: {error}')  # exit code 1, the reason on stderr
     starting.destroy_node()  # the participant stays: the controller's node holds it
     executor = realtime.make_executor(options.executor)
@@ -116,7 +128,7 @@ def main(args=None):
         executor.shutdown()  # the EventsExecutor's C++ thread: joined, else std::terminate (-6)
         node.release_helpers()
         node.destroy_node()
-        rclpy.try_shutdown()
+        shut_down()
 
 
 if __name__ == '__main__':
