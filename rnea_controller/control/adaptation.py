@@ -124,7 +124,15 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    is small against its limit (joint5 of the xArm7 told its friction exactly, M_55 4.3e-3 kg·m², a^
    0.11, commands 5 ms late: its velocity swung to 3.4x the limit within 40 ms of a reversal, its
    command a few N·m of 30: the brake; now calmed, final 9.6e-4 rad). A tracked velocity changes by
-   qdd·dt, ~0.01 rad/s per tick, a real arm's noise by ~0.01.
+   qdd·dt, ~0.01 rad/s per tick, a real arm's noise by ~0.01. And a joint that hunts at rest
+   (`_hunts`: its reference at rest, it crosses its goal by over ±HUNT_AMPLITUDE more than
+   HUNT_CROSSINGS times in about HUNT_TIME, a 10 Hz oscillation or faster) has c^ halved:
+   c^'s slope in e (rule 5, up to COULOMB_STIFFNESS x the joint's stiffness) is a stiff spring
+   at the goal, which only friction keeps still; on the xArm7 with its links 30 % off and no
+   friction, a c^ of 0.17-0.24 N·m taken from the wrong gravity in motion set joints 1 and 3
+   hunting in antiphase at 20 Hz, ±1-3 mrad, with commands 10 ms late (final 1.2-2.2e-3 rad
+   under 5 of 8 seeds of test_timing_matrix's timing; 2e-5 once halved). An arm held by its
+   friction does not cross its goal at 10 Hz, and 2e-4 rad is above an encoder's noise.
 
 The schedule (issue 35, for the timing policy): `LawWork.schedule` (3,), read every tick,
 set between ticks by `Controller.set_schedule` without rebuilding the config: [ESTIMATE] in
@@ -172,6 +180,9 @@ FAR = 0.25  # x the pace: a joint at rest approaching slower than this has its i
 CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time (rule 8)
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
 VIBRATION = 0.03  # x the velocity limit per tick: a velocity swinging more chatters too
+HUNT_AMPLITUDE = 2e-4  # [rad] a joint at rest crossing its goal by more than this hunts ...
+HUNT_TIME = 0.2  # [s] ... if it does so more than HUNT_CROSSINGS times in about this time
+HUNT_CROSSINGS = 4.0
 
 WORK_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral', 'settled',
                'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed')
@@ -185,11 +196,11 @@ def work_shapes(n: int, m: int) -> dict:
     window's first state; count [commands in `applied`, state intervals, 1 once the window
     has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
     1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,);
-    swing (6, m) rule 8's measures of the command [N·m] and the velocity [rad/s]; calmed (m,)
-    how often rule 8 acted."""
+    swing (8, m) rule 8's measures of the command [N·m], the velocity [rad/s] and the hunt;
+    calmed (m,) how often rule 8 acted."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
-                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(6, m),
+                q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(8, m),
                 calmed=(m,))
 
 
@@ -305,7 +316,7 @@ def adapt(model: 'LawModel', work: 'LawWork', qm: np.ndarray, qdm: np.ndarray, c
     _estimate(model, work, qm, qdm, closing, ref)
     _unstick(model, work, ref)
     _integrate(model, work, ref)
-    _calm(model, work, qdm)
+    _calm(model, work, qdm, ref)
 
 
 @njit(cache=True)
@@ -509,7 +520,7 @@ def _integrate(model, work, ref):
 
 
 @njit(cache=True)
-def _calm(model, work, qd):
+def _calm(model, work, qd, ref):
     """Rule 8: per joint, swing[0] the mean |change| of the command per tick over about
     CHATTER_TIME [N·m], swing[1] its mean signed change, swing[2] the last command; swing[3:6]
     the same of the measured velocity qd [rad/s]. A command that swings by over CHATTER x
@@ -523,6 +534,8 @@ def _calm(model, work, qd):
     beta = model.dt / CHATTER_TIME
     swing = work.swing
     for k in range(model.index.shape[0]):
+        if _hunts(swing, k, work.e[0, k], _resting(ref, k), model.dt / HUNT_TIME):
+            work.theta[3, k] *= 0.5  # c^'s slope in e is the spring it hunts on
         chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
         vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, model.scales[1, k],
                            VIBRATION)
@@ -533,6 +546,22 @@ def _calm(model, work, qd):
             work.P[k, 0, 0] = GAIN
             swing[0, k] = swing[1, k] = swing[3, k] = swing[4, k] = 0.0
             work.calmed[k] += 1.0
+
+
+@njit(cache=True)
+def _hunts(swing, k, e, resting, decay):
+    """Rule 8's hunt of joint k at rest: swing[6, k] its crossings of the goal beyond
+    ±HUNT_AMPLITUDE [rad], leaking over HUNT_TIME (decay: dt / HUNT_TIME), swing[7, k] the
+    side it was last on (±1, 0 before). True (the count restarted) beyond HUNT_CROSSINGS."""
+    side = 1.0 if e > HUNT_AMPLITUDE else (-1.0 if e < -HUNT_AMPLITUDE else swing[7, k])
+    swing[6, k] *= 1.0 - decay
+    if resting and swing[7, k] != 0.0 and side != swing[7, k]:
+        swing[6, k] += 1.0
+    swing[7, k] = side
+    if swing[6, k] > HUNT_CROSSINGS:
+        swing[6, k] = 0.0
+        return True
+    return False
 
 
 @njit(cache=True)
