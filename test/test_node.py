@@ -644,7 +644,7 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     qdd[[2, 1]] = 400.0 * (np.array(ref.position) - q[[2, 1]])
     np.testing.assert_allclose(tau, clip(pin_rnea(q, 0 * q, qdd))[[2, 1]], atol=1e-6)
     client.pause()
-    assert processes.stop(proc) == 0
+    assert processes.stop(proc) == 0, processes.output(proc)[-3000:]
     assert wait_for(lambda: np.array_equal(client.commands[-1], [0.0, 0.0]), 2.0)
 
 
@@ -713,7 +713,7 @@ def test_a_mismatching_effort_controller_is_never_commanded(setup, processes):
                             node='/arm9/rnea_controller'), processes.output(proc)
         assert 'effort controller /arm9/effort_controller has the same joints' in (
             processes.output(proc))
-        assert processes.stop(proc) == 0
+        assert processes.stop(proc) == 0, processes.output(proc)[-3000:]
 
 
 def test_an_effort_controller_of_other_joints_appearing_while_active_stops_the_commands(
@@ -740,7 +740,7 @@ def test_an_effort_controller_of_other_joints_appearing_while_active_stops_the_c
         assert len(commands) == count  # nothing since it stopped
         assert not any(t > seen + 0.1 for t in commands)  # (a lagging subscriber's last ones)
         assert 'final command' not in processes.output(proc)
-        assert processes.stop(proc) == 0
+        assert processes.stop(proc) == 0, processes.output(proc)[-3000:]
     finally:
         client.node.destroy_subscription(sub)
         feeder.close()
@@ -761,7 +761,7 @@ def test_activation_goes_on_with_a_warning_when_no_effort_controller_is_seen(pro
     before = output[:output.index('effort controller /arm8/effort_controller not seen yet')]
     levels = {level: before.rfind(f'[{level}] [') for level in ('INFO', 'WARN', 'ERROR')}
     assert max(levels, key=levels.get) == 'WARN', before[-300:]
-    assert processes.stop(proc) == 0
+    assert processes.stop(proc) == 0, processes.output(proc)[-3000:]
 
 
 @pytest.mark.parametrize('joints, answered', [(None, 'None'), (6, '6')])
@@ -778,7 +778,7 @@ def test_an_effort_controller_without_a_joints_list_is_skipped_with_a_warning(
                    f'no string-array parameter joints (answered {answered})')
         assert wait_for(lambda: skipped in processes.output(proc), 10.0), processes.output(proc)
         assert lifecycle_state(client, '/arm7/rnea_controller') == 'active'
-        assert processes.stop(proc) == 0
+        assert processes.stop(proc) == 0, processes.output(proc)[-3000:]
 
 
 def logged_at(log, what):
@@ -819,7 +819,7 @@ def test_activation_does_not_wait_for_the_effort_controller(setup, processes,
             check(took < 1.0, f'configured -> active took {took:.2f} s', meter)
             if effort_controller:
                 assert wait_for(lambda: 'has the same joints' in processes.output(proc), 10.0)
-            assert processes.stop(proc) == 0
+            assert processes.stop(proc) == 0, processes.output(proc)[-3000:]
     finally:
         feeder.close()
 
