@@ -210,16 +210,21 @@ def initial(arrays: dict) -> None:
 
 
 def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits: np.ndarray,
-                   inertia: np.ndarray) -> dict:
+                   inertia: np.ndarray, viscous: np.ndarray, coulomb: np.ndarray) -> dict:
     """The config's adaptation entries (rules 2, 3, 7): forgetting factor per window (1: off);
-    ceilings and regressor scales (3, m) of a [kg·m²], b [N·m·s/rad], d [N·m] (reference
-    velocity: the velocity limit, else 1 rad/s; reference acceleration: it over REACH);
-    integral gain [1/s³] and clamp [N·m]; inertia M_ii(q0) [kg·m²] (given)."""
+    floors, ceilings and regressor scales (4, m) of a [kg·m²], b [N·m·s/rad], d [N·m], c
+    [N·m] (floors: 0, minus the told friction `viscous` and `coulomb`, minus d's ceiling;
+    reference velocity: the velocity limit, else 1 rad/s; reference acceleration: it over
+    REACH); integral gain [1/s³] and clamp [N·m]; inertia M_ii(q0) [kg·m²] (given)."""
     velocity = model.velocity_limits[index]
     velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
     bias = float(values['integral_clamp']) * limits
     ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
                           FRICTION_CEILING * limits / velocity, bias, bias))
+    # a told friction too high is corrected down, to none at most (rule 2); no rotor takes
+    # inertia away
+    floors = np.vstack((np.zeros(len(index)), -np.asarray(viscous, dtype=float), -bias,
+                        -np.asarray(coulomb, dtype=float)))
     time_constant = float(values['estimation.forgetting_time'])
     period = 1.0 / values['update_rate']
     window = WINDOW * period
@@ -228,7 +233,7 @@ def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits:
     forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, 2.0 * window)
     scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index)),
                         np.ones(len(index))))
-    return dict(forget=forget, ceilings=ceilings, scales=scales,
+    return dict(forget=forget, floors=floors, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
                 integral_clamp=bias, inertia=inertia)
 
@@ -424,7 +429,7 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
     """Rules 2-3 for controlled joint k: one recursive least-squares step with forgetting
     `lam` in scaled units (x = theta / scales), its innovation times the schedule's
     estimate gain; the covariance's diagonal kept at most PRIOR; the estimates projected on
-    their ceilings; M_ii + a^ grown at most by `growth_factor`; c^'s regressor 0 unless the
+    [floors, ceilings]; M_ii + a^ grown at most by `growth_factor`; c^'s regressor 0 unless the
     joint slid one way through the window (`sliding`)."""
     T, theta = work.T, work.theta
     i = model.index[k]
@@ -454,14 +459,7 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
             for b in range(ESTIMATED):
                 P[a, b] *= shrink
                 P[b, a] *= shrink
-        low = 0.0  # a^: no rotor takes inertia away
-        if a == 1:
-            low = -model.viscous[k]  # b^, c^: the told friction corrected down, to 0 at most
-        elif a == 2:
-            low = -model.ceilings[a, k]
-        elif a == 3:
-            low = -model.coulomb[k]
-        theta[a, k] = min(max(x[a] * scales[a, k], low), model.ceilings[a, k])
+        theta[a, k] = min(max(x[a] * scales[a, k], model.floors[a, k]), model.ceilings[a, k])
     if v * qdd_m < 0.0:  # a deceleration: friction told too high reads as inertia there
         growth_factor = 1.0 + (growth_factor - 1.0) / BRAKING_GROWTH
     growth = (model.inertia[k] + a_old) * growth_factor

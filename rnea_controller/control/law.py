@@ -119,7 +119,7 @@ class LawModel(structref.StructRefProxy):
     controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
     [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
     (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
-    forgetting factor `forget` (1: off), `ceilings` (3, m) and regressor `scales` (3, m),
+    forgetting factor `forget` (1: off), `floors`, `ceilings` and regressor `scales` (4, m),
     the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period
     `dt` [s]. Made by `law_model`; read by compiled code only."""
 
@@ -136,7 +136,7 @@ class LawWork(structref.StructRefProxy):
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
                     'offset', 'stribeck', 'stribeck_velocity', 'pd', 'compensate', 'forget',
-                    'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt')
+                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature') + adaptation.WORK_FIELDS
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
@@ -162,8 +162,8 @@ class ControllerConfig:
     effort_limits [N·m]; torque_rate_limit [N·m/s] (0 = off); period = 1 / update_rate [s];
     viscous [N·m·s/rad], coulomb [N·m], friction_width [rad/s]; boost [kg·m²]: the inertia
     computed torque's feedback gets on top of M (`feedback_boost`); forget: the estimator's
-    forgetting factor per window (1: off); ceilings (3, m): the estimates' bounds; scales (3, m):
-    1 / the reference acceleration, 1 / the reference velocity and 1
+    forgetting factor per window (1: off); floors, ceilings (4, m): the estimates' bounds;
+    scales (4, m): 1 / the reference acceleration, 1 / the reference velocity, 1 and 1
     (`adaptation.config_entries`);
     integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
@@ -196,6 +196,7 @@ class ControllerConfig:
     stribeck_velocity: float
     boost: np.ndarray
     forget: float
+    floors: np.ndarray
     ceilings: np.ndarray
     scales: np.ndarray
     integral_gain: float
@@ -426,7 +427,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         values=values,
         notes=notes + _links_note(values))
     config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
-                                            _joint_inertias(model, index)))
+                                            _joint_inertias(model, index), viscous, coulomb))
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
@@ -468,7 +469,7 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('coulomb'), float(get('friction_width')), get('offset'),
                           get('stribeck'), float(get('stribeck_velocity')),
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
-                          float(get('forget')), get('ceilings'), get('scales'),
+                          float(get('forget')), get('floors'), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
                           float(get('period')))
 
