@@ -111,3 +111,31 @@ def public_functions(module):
                     yield f'{name}.{attribute}', function
         elif inspect.isfunction(item) or hasattr(item, 'py_func'):  # numba's njit
             yield name, getattr(item, 'py_func', item)
+
+
+def test_imports_inside_the_core_run_one_way():
+    """No module of the core imports, directly or through others, a module that imports it
+    back (issue 43: the law composes its adaptation; the adaptation never imports the law),
+    annotations under TYPE_CHECKING included: the ast sees every import statement."""
+    graph = {}
+    for name in core_modules():
+        path = PACKAGE.parent / (name.replace('.', '/') + '.py')
+        if not path.exists():
+            path = PACKAGE.parent / name.replace('.', '/') / '__init__.py'
+        targets = set()
+        for _, imported in imported_names(path):
+            for candidate in (imported, imported.rsplit('.', 1)[0]):
+                if candidate in core_modules() and candidate != name:
+                    targets.add(candidate)
+                    break
+        graph[name] = targets
+    inits = {name for name in graph if name.count('.') <= 1}
+
+    def reaches(start, goal, seen):
+        for nxt in graph[start] - inits:
+            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
+                return True
+        return False
+
+    circles = [name for name in graph if name not in inits and reaches(name, name, set())]
+    assert not circles, f'imports in a circle through: {circles}'

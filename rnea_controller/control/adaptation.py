@@ -143,16 +143,12 @@ the stuck-joint growth. Ones are the law as measured above, bit for bit.
 `reset` clears it all (activation, stale stop, contact); `clear_integral` clears the
 integral and restarts the window (a gravity hold is not the law's command).
 """
-from typing import TYPE_CHECKING
-
 from numba import njit
 import numpy as np
 
 from rnea_controller.control.friction import friction_torque
-
-if TYPE_CHECKING:  # the records are law.py's; the law imports this module
-    from rnea_controller.control.law import LawModel, LawWork
-    from rnea_controller.dynamics.model import RobotModel
+from rnea_controller.control.records import ADAPTATION_FIELDS, LawModel, LawWork
+from rnea_controller.dynamics.model import RobotModel
 
 GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
@@ -184,8 +180,7 @@ HUNT_AMPLITUDE = 2e-4  # [rad] a joint at rest crossing its goal by more than th
 HUNT_TIME = 0.2  # [s] ... if it does so more than HUNT_CROSSINGS times in about this time
 HUNT_CROSSINGS = 4.0
 
-WORK_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral', 'settled',
-               'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed')
+WORK_FIELDS = ADAPTATION_FIELDS
 INTEGER_FIELDS = ('count',)
 
 
@@ -209,7 +204,7 @@ def initial(arrays: dict) -> None:
     arrays['schedule'][:] = 1.0
 
 
-def config_entries(values: dict, model: 'RobotModel', index: np.ndarray, limits: np.ndarray,
+def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: np.ndarray,
                    inertia: np.ndarray, viscous: np.ndarray, coulomb: np.ndarray) -> dict:
     """The config's adaptation entries (rules 2, 3, 7): forgetting factor per window (1: off);
     floors, ceilings and regressor scales (4, m) of a [kg·m²], b [N·m·s/rad], d [N·m], c
@@ -259,7 +254,7 @@ def clear_integral(arrays: dict) -> None:
 
 
 @njit(cache=True)
-def window(model: 'LawModel', work: 'LawWork', state_dt: float, qm: np.ndarray,
+def window(model: LawModel, work: LawWork, state_dt: float, qm: np.ndarray,
            qdm: np.ndarray) -> bool:
     """Rule 1: count this tick's state into the window and set RNEA row 2 to (q_mid, qd_mid,
     qdd_m), the window's middle state as measured (qm [rad], qdm [rad/s]) and, when the
@@ -291,7 +286,7 @@ def window(model: 'LawModel', work: 'LawWork', state_dt: float, qm: np.ndarray,
 
 
 @njit(cache=True)
-def armature(model: 'LawModel', work: 'LawWork') -> None:
+def armature(model: LawModel, work: LawWork) -> None:
     """Rule 5: work.armature = the model's armature plus a^ on the controlled joints [kg·m²]."""
     work.armature[:] = model.armature
     for k in range(model.index.shape[0]):
@@ -299,7 +294,7 @@ def armature(model: 'LawModel', work: 'LawWork') -> None:
 
 
 @njit(cache=True)
-def damped(model: 'LawModel', theta: np.ndarray, k: int) -> float:
+def damped(model: LawModel, theta: np.ndarray, k: int) -> float:
     """Rule 5: (b + b^) / Kd [kg·m²] of controlled joint k (computed_torque with Kd > 0, else
     0), the inertia through which Kd's damping equals the joint's viscous friction, told (b)
     and measured (b^); the law adds the stiffness Kp·((b + b^) / Kd)·e and the integral's gain
@@ -314,7 +309,7 @@ def damped(model: 'LawModel', theta: np.ndarray, k: int) -> float:
 
 
 @njit(cache=True)
-def adapt(model: 'LawModel', work: 'LawWork', qm: np.ndarray, qdm: np.ndarray, closing: bool,
+def adapt(model: LawModel, work: LawWork, qm: np.ndarray, qdm: np.ndarray, closing: bool,
           ref: np.ndarray) -> None:
     """This tick's adaptation, after the law's limits: the estimate when the window closes
     (rules 2-4) and this command into the window, the stuck rule (6), the integral (7)."""
@@ -385,7 +380,7 @@ def _reverses(work, i, qd):
 
 
 @njit(cache=True)
-def coulomb(model: 'LawModel', theta: np.ndarray, k: int, qd_d: float, e: float,
+def coulomb(model: LawModel, theta: np.ndarray, k: int, qd_d: float, e: float,
             damped_k: float) -> float:
     """Rule 5: the Coulomb friction fed forward at controlled joint k on the sliding reference
     qd_d + (Kp / Kd) e, the way the joint must move to follow (qd_d alone once the reference

@@ -76,13 +76,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 import time
 
-from numba import njit, typeof, types
-from numba.experimental import structref
+from numba import njit, typeof
 import numpy as np
 
-from rnea_controller.control import adaptation, parameters
+from rnea_controller.control import adaptation, parameters, records
 from rnea_controller.control.friction import friction_torque
 from rnea_controller.control.parameters import joint_of_parameter, link_of_parameter
+from rnea_controller.control.records import LawModel
 from rnea_controller.dynamics import rnea_kernel, spatial
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.dynamics.regressor import body_link_names
@@ -94,63 +94,6 @@ MIN_JOINT_INERTIA = 1e-3  # [kg·m²] floor of M_ii for the feedforward_pd defau
 BRAKE_RATE = 2.0 * NATURAL_FREQUENCY  # [1/s] the brake's damping per unit of model inertia
 ROWS = 4  # law, feedforward, the estimator's inverse dynamics, g(q)
 GRAVITY = 3  # the row of g(q)
-
-
-class _Record(types.StructRef):
-    """numba's type of a law record: a struct of the given fields (no literal types), passed
-    to compiled code as one pointer (a namedtuple of 27 arrays took ~10 µs to pass)."""
-
-    def preprocess_fields(self, fields):
-        return tuple((name, types.unliteral(t)) for name, t in fields)
-
-
-@structref.register
-class _LawModelType(_Record):
-    pass
-
-
-@structref.register
-class _LawWorkType(_Record):
-    pass
-
-
-class LawModel(structref.StructRefProxy):
-    """The compiled law's constant inputs (Pinocchio's Model): the kernel's model arrays, the
-    controlled joints' `index`, gains `kp`, `kd`, the feedback's extra inertia `boost`
-    [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
-    (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
-    forgetting factor `forget` (1: off), `floors`, `ceilings` and regressor `scales` (4, m),
-    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period
-    `dt` [s]. Made by `law_model`; read by compiled code only."""
-
-
-class LawWork(structref.StructRefProxy):
-    """The compiled law's workspace (Pinocchio's Data): RNEA rows Q, QD, QDD -> T;
-    e = [e; ed]; raw: the law before limits; outputs tau, feedforward; the limiter's memory
-    `previous`; per-joint `saturation` counts; `armature` (n,) the model's plus a^; then the
-    adaptation's state (`adaptation.work_shapes`: estimates, covariances, window, integral,
-    schedule). Holds the numpy arrays it was made from: Python reads those (`Controller`),
-    compiled code writes them."""
-
-
-LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
-                    'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
-                    'offset', 'stribeck', 'stribeck_velocity', 'pd', 'compensate', 'forget',
-                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt')
-LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation', 'armature') + adaptation.WORK_FIELDS
-structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
-structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
-
-
-@njit(cache=True)
-def _new_law_model(*fields):
-    return LawModel(*fields)  # compiled and cached here: the proxy's own constructor is not
-
-
-@njit(cache=True)
-def _new_law_work(*fields):
-    return LawWork(*fields)
 
 
 @dataclass(frozen=True)
@@ -463,7 +406,7 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
     """The LawModel record of a config (dict or ControllerConfig fields)."""
     get = cfg.get if isinstance(cfg, dict) else lambda name: getattr(cfg, name)
     model = get('model')
-    return _new_law_model(*rnea_kernel.model_arrays(model),
+    return records.new_law_model(*rnea_kernel.model_arrays(model),
                           *rnea_kernel.model_base_motion(model), get('index'), get('kp'),
                           get('kd'), get('boost'), get('effort_limits'), get('viscous'),
                           get('coulomb'), float(get('friction_width')), get('offset'),
@@ -508,9 +451,9 @@ def _workspace(n, m):
                   **adaptation.work_shapes(n, m))
     integers = ('saturation',) + adaptation.INTEGER_FIELDS
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
-              for name in LAW_WORK_FIELDS}
+              for name in records.LAW_WORK_FIELDS}
     adaptation.initial(arrays)
-    return _new_law_work(*arrays.values()), arrays
+    return records.new_law_work(*arrays.values()), arrays
 
 
 class Controller:

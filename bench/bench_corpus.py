@@ -1,0 +1,60 @@
+"""./run bench corpus: the closed-loop corpus's whole cross product (issue 43; test/corpus.py):
+every arm here x 4 truths x 2 timings x 2 simulators, the node's defaults beside PD + gravity
+tuned on the true arm under the same timing, one seed. Prints per case ours and the peer's RMS
+[rad], final [rad], peak speed / velocity limit, largest command step / effort limit, contacts
+and brakes, and what breaks issue 43's bar; then per arm and truth the worst. Two processes
+(the host's two cores); each case is its own seeded run, so the figures are those of one by one.
+
+    python bench/bench_corpus.py [--arms panda,ur5] [--seed N] [--processes K]
+"""
+import argparse
+import multiprocessing
+from pathlib import Path
+import sys
+import time
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'test'))
+
+
+def _one(case):
+    import corpus
+    start = time.perf_counter()
+    node, peer = corpus.run_case(case)
+    return case, node, peer, time.perf_counter() - start
+
+
+def main(argv=None):
+    import corpus
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--arms', help='comma-separated arm names (default: every one here)')
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--processes', type=int, default=2)
+    args = parser.parse_args(argv)
+    here = corpus.available_arms()
+    missing = sorted(set(corpus.ARMS) - set(here))
+    if missing:
+        print(f'left out (description absent): {", ".join(missing)} (iiwa14: ../shared/data)')
+    arms = args.arms.split(',') if args.arms else sorted(here)
+    cases = corpus.every_case(args.seed, arms)
+    print(f'{len(cases)} cases: {len(arms)} arms x {len(corpus.TRUTHS)} truths x '
+          f'{len(corpus.TIMINGS)} timings x {len(corpus.SIMULATORS)} simulators, seed '
+          f'{args.seed}')
+    header = (f'{"case":44s} {"RMS ours/peer":>19s} {"final ours/peer":>19s} '
+              f'{"speed":>11s} {"step":>11s} c b  verdict')
+    print(header)
+    bad = 0
+    with multiprocessing.get_context('spawn').Pool(args.processes) as pool:
+        for case, node, peer, wall in pool.imap(_one, cases):
+            why = corpus.failures(node, peer)
+            bad += bool(why)
+            print(f'{case.name:44s} {node.rms:9.2e}/{peer.rms:9.2e} '
+                  f'{node.final:9.2e}/{peer.final:9.2e} {node.fastest:5.2f}/{peer.fastest:5.2f} '
+                  f'{node.step:5.2f}/{peer.step:5.2f} {node.contacts} {node.brakes}  '
+                  f'{"; ".join(why) or "ok"}', flush=True)
+    print(f'{len(cases) - bad} of {len(cases)} cases meet the bar')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""The closed-loop corpus (issue 43): arms, truths, timings and simulators DRAWN, not picked.
+
+A case is (arm, truth, timing, simulator, seed). Each runs the node's own tick (timed_loop.Node,
+its defaults, told the URDF only) and, under the same timing on the same plant, the reference a
+user would pick instead: PD + gravity tuned on the TRUE arm (`TruePd`: Kp = ω² m_i, Kd = 2ω m_i,
+m_i = 1 / (M⁻¹)_ii of the true arm, rotor inertia and payload included, at the start pose; g(q)
+of the URDF). The figures of both: RMS error, final error, peak speed / velocity limit, the
+largest command step / effort limit, contacts declared, brakes.
+
+Arms (`ARMS`): every arm of example-robot-data with a serial chain of 6-7 actuated joints, one
+description each (the joint-limited and gripper variants of a UR are the same arm), and the
+iiwa14 of Drake's BSD-3 description in ../shared/data (left out, with the reason, where
+../shared is absent). A gripper's joints are fixed (the corpus is about the arm's law);
+continuous joints become revolute within ±2π (Pinocchio's continuous joint has two
+coordinates; the node reads both the same).
+
+Truths (`TRUTHS`), drawn per joint from the ranges real arms have, scaled by each joint's size
+(its rated torque, the URDF's effort limit τ_max, and velocity limit qd_max):
+- 'placeholders': the URDF's rigid bodies exactly, no friction (its <dynamics> tags are
+  placeholders); the node is told nothing either way;
+- 'friction': viscous b = β τ_max / qd_max, β log-uniform in [0.02, 0.6] (Menagerie's xArm7
+  damping 10 on a 50 N·m / 3.14 rad/s joint is β 0.63; a UR5's identified 10.4 on 150 / 3.15 is
+  0.22), Coulomb c = γ τ_max, γ log-uniform in [0.01, 0.08] (real arms: 5-13 N·m on big joints
+  of 87-330 N·m, 1 N·m on the xArm7's 20-50 N·m);
+- 'geared': the friction above plus rotor inertia reflected through the gear, J = ρ τ_max,
+  ρ log-uniform in [1e-3, 6e-3] kg·m²/(N·m), at most 0.7 kg·m² (FR3: 0.195 on 87 N·m joints,
+  0.074 on 12; xArm7 0.1 on 20-50; iiwa14 0.25-0.72 on 176-320);
+- 'links': every moving link's mass and principal inertias off by up to 30 %, its centre of
+  mass by up to 3 cm (`sim.plant.perturb_links`, seeded), and a payload at the last link of up
+  to 10 % of the arm's moving mass, 5 cm off its frame.
+
+Simulators (`SIMULATORS`), whose friction differs: 'mujoco' (`sim.plant.Plant`: MuJoCo's
+`damping` and its `frictionloss` dry-friction constraint, semi-implicit Euler at 1 kHz) and
+'pinocchio' (`AbaPlant`: Pinocchio's ABA on the true URDF, rotor inertia as its armature, a
+smooth Stribeck friction (c + s exp(-(qd / v_s)²)) tanh(qd / w) + b qd, s and w drawn, integrated
+at 0.5 ms with the friction implicit per joint through 1 / (M⁻¹)_ii).
+
+Timings (`TIMINGS`): 'prompt' (commands act within the tick) and 'late' (commands 5-10 ms late
+plus an exponential 1 ms, 15 % of the ticks missed, pauses up to 30 ticks, ±0.5 ms stamp
+jitter: test_timing_matrix's columns), drawn per seed.
+"""
+from dataclasses import dataclass, replace
+from functools import cache
+import math
+from pathlib import Path
+from types import SimpleNamespace
+import xml.etree.ElementTree as ET
+
+from conftest import ROBOTS
+from numba import njit
+import numpy as np
+import pinocchio as pin
+from timed_loop import command_steps, contacts, Node, run, Timing
+
+from rnea_controller import RobotModel
+from rnea_controller.control.law import default_joints
+from rnea_controller.control.trajectory import plan_arrays
+from rnea_controller.sim.plant import perturb_links, Plant, PlantOptions
+from rnea_controller.tools.send_trajectory import demo_motion
+
+SHARED = Path(__file__).resolve().parents[2] / 'shared' / 'data'
+ARMS = {  # name: URDF (example-robot-data's robots/, or an absolute path)
+    'panda': 'panda_description/urdf/panda.urdf',
+    'ur3': 'ur_description/urdf/ur3_robot.urdf',
+    'ur5': 'ur_description/urdf/ur5_robot.urdf',
+    'ur10': 'ur_description/urdf/ur10_robot.urdf',
+    'kinova': 'kinova_description/robots/kinova.urdf',
+    'xarm7': 'xarm_description/urdf/xarm7.urdf',
+    'z1': 'z1_description/urdf/z1.urdf',
+    'so100': 'so_arm_description/urdf/so100.urdf',
+    'talos_left_arm': 'talos_data/robots/talos_left_arm.urdf',
+    'iiwa14': str(SHARED / 'iiwa14_drake.urdf'),
+}
+TRUTHS = ('placeholders', 'friction', 'geared', 'links')
+TIMINGS = ('prompt', 'late')
+SIMULATORS = ('mujoco', 'pinocchio')
+MOVE, HOLD = 3.0, 1.5  # [s] the demo motion, then at rest
+OMEGA = 20.0  # [rad/s] the peer's bandwidth: the node's default gains'
+FINAL = 1e-3  # [rad] issue 43: every case ends within this of its goal
+FASTEST = 1.5  # x a velocity limit: beyond, a runaway
+
+
+def available_arms():
+    """{name: URDF path} of the ARMS whose description is here (iiwa14 needs ../shared)."""
+    out = {}
+    for name, relative in ARMS.items():
+        path = Path(relative) if Path(relative).is_absolute() else ROBOTS / relative
+        if path.exists():
+            out[name] = path
+    return out
+
+
+def _serial(urdf_text):
+    """The URDF with every actuated joint outside the controlled chain fixed (a gripper's) and
+    continuous joints revolute within ±2π [rad]."""
+    model = RobotModel.from_urdf_string(urdf_text)
+    keep = set(default_joints(model))
+    root = ET.fromstring(urdf_text)
+    for joint in root.findall('joint'):
+        kind = joint.get('type')
+        if kind in ('revolute', 'continuous', 'prismatic') and joint.get('name') not in keep:
+            joint.set('type', 'fixed')
+        elif kind == 'continuous':
+            joint.set('type', 'revolute')
+            limit = joint.find('limit')
+            if limit is None:
+                limit = ET.SubElement(joint, 'limit', effort='0', velocity='0')
+            limit.set('lower', str(-2 * math.pi))
+            limit.set('upper', str(2 * math.pi))
+    return ET.tostring(root, encoding='unicode')
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    urdf: str
+    model: RobotModel
+    start: np.ndarray
+
+    @property
+    def limits(self):
+        return np.asarray(self.model.effort_limits, dtype=float)
+
+
+@cache
+def arm(name):
+    """The Arm `name`: its serial URDF, model and start pose: each joint a fifth of its range
+    from its middle, signs alternating (no two axes aligned, gravity loading the shoulder)."""
+    text = _serial(available_arms()[name].read_text())
+    model = RobotModel.from_urdf_string(text)
+    low, high = (np.asarray(x, dtype=float) for x in np.asarray(model.position_limits).T)
+    low, high = np.where(np.isfinite(low), low, -math.pi), np.where(np.isfinite(high), high,
+                                                                    math.pi)
+    signs = np.where(np.arange(model.n) % 2 == 0, 1.0, -1.0)
+    start = 0.5 * (low + high) + signs * np.minimum(0.2 * (high - low), 0.8)
+    return Arm(name, text, model, start)
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the arm is beyond its URDF, per joint: rotor inertia [kg·m²], viscous [N·m·s/rad],
+    Coulomb [N·m], Stribeck excess [N·m] and velocity [rad/s], the friction's width [rad/s]
+    (the smooth simulator's); link errors (seed, mass, inertia, com) or (); payload [kg] and
+    its centre [m] in the last link's frame."""
+
+    kind: str
+    armature: np.ndarray
+    viscous: np.ndarray
+    coulomb: np.ndarray
+    stribeck: np.ndarray
+    stribeck_velocity: np.ndarray
+    width: np.ndarray
+    link_errors: tuple = ()
+    payload: float = 0.0
+    payload_com: tuple = (0.0, 0.0, 0.0)
+
+
+def _log_uniform(rng, low, high, size):
+    return np.exp(rng.uniform(math.log(low), math.log(high), size))
+
+
+def draw_truth(a, kind, seed):
+    """The Truth of kind `kind` for Arm `a`, drawn from `seed` (module doc's ranges)."""
+    rng = np.random.default_rng(seed)
+    n = a.model.n
+    tau_max = a.limits
+    qd_max = np.asarray(a.model.velocity_limits, dtype=float)
+    zero = np.zeros(n)
+    friction = kind in ('friction', 'geared')
+    viscous = _log_uniform(rng, 0.02, 0.6, n) * tau_max / qd_max if friction else zero
+    coulomb = _log_uniform(rng, 0.01, 0.08, n) * tau_max if friction else zero
+    stribeck = rng.uniform(0.0, 0.5, n) * coulomb
+    v_s = _log_uniform(rng, 0.01, 0.1, n)
+    width = _log_uniform(rng, 1e-3, 1e-2, n)
+    armature = (np.minimum(_log_uniform(rng, 1e-3, 6e-3, n) * tau_max, 0.7) if kind == 'geared'
+                else zero)
+    if kind != 'links':
+        return Truth(kind, armature, viscous, coulomb, stribeck, v_s, width)
+    mass = sum(body.mass for body in _bodies(a))
+    payload = float(rng.uniform(0.0, 0.1) * mass)
+    direction = rng.normal(size=3)
+    com = tuple(0.05 * direction / np.linalg.norm(direction))
+    return Truth(kind, armature, viscous, coulomb, stribeck, v_s, width,
+                 (int(seed), 0.3, 0.3, 0.03), payload, com)
+
+
+def _bodies(a):
+    model = pin.buildModelFromXML(a.urdf)
+    return [model.inertias[j] for j in range(1, model.njoints)]
+
+
+def mujoco_plant(a, truth):
+    """The MuJoCo arm (`sim.plant.Plant`): damping, frictionloss (its dry friction; no
+    Stribeck, no width), armature, link errors and payload."""
+    return Plant(a.urdf, PlantOptions(
+        damping=tuple(truth.viscous), friction=tuple(truth.coulomb + truth.stribeck),
+        armature=tuple(truth.armature), link_errors=truth.link_errors,
+        payload_mass=truth.payload, payload_com=truth.payload_com))
+
+
+@njit(cache=True)
+def _implicit_friction(v_free, m, h, b, c, s, v_s, w):
+    """Per joint, v with m (v - v_free) + h (b v + F(v)) = 0, F(v) = (c + s exp(-(v / v_s)²))
+    tanh(v / w): the friction implicit over a step h [s] through the inertia m [kg·m²]
+    (bisection: F may fall, the root is bracketed by 0 and v_free)."""
+    out = np.empty_like(v_free)
+    for i in range(v_free.shape[0]):
+        lo, hi = min(0.0, v_free[i]), max(0.0, v_free[i])
+        for _ in range(48):
+            v = 0.5 * (lo + hi)
+            f = (c[i] + s[i] * np.exp(-(v / v_s[i]) ** 2)) * np.tanh(v / w[i])
+            if m[i] * (v - v_free[i]) + h * (b[i] * v + f) > 0.0:
+                hi = v
+            else:
+                lo = v
+        out[i] = 0.5 * (lo + hi)
+    return out
+
+
+class AbaPlant:
+    """The true arm by Pinocchio's ABA (module doc): `Plant`'s interface for timed_loop.run."""
+
+    SUBSTEPS = 2
+
+    def __init__(self, a, truth, timestep=1e-3):
+        text = perturb_links(a.urdf, *truth.link_errors) if truth.link_errors else a.urdf
+        self.true = pin.buildModelFromXML(text)
+        if truth.payload > 0.0:
+            last = self.true.njoints - 1
+            r = 0.03  # [m] a solid sphere's radius
+            load = pin.Inertia(truth.payload, np.array(truth.payload_com),
+                               0.4 * truth.payload * r * r * np.eye(3))
+            self.true.inertias[last] = self.true.inertias[last] + load
+        self.true.armature = np.asarray(truth.armature, dtype=float).copy()
+        self.data = self.true.createData()
+        self.nominal = pin.buildModelFromXML(a.urdf)
+        self.nominal_data = self.nominal.createData()
+        self.truth, self.n = truth, self.true.nv
+        self.model = SimpleNamespace(opt=SimpleNamespace(timestep=timestep))
+        self.effort_limits = a.limits
+        self.external = np.zeros(self.n)
+        self._q, self._qd = np.zeros(self.n), np.zeros(self.n)
+
+    @property
+    def q(self):
+        return self._q.copy()
+
+    @property
+    def qd(self):
+        return self._qd.copy()
+
+    def reset(self, q, qd=None):
+        self._q = np.asarray(q, dtype=float).copy()
+        self._qd = np.zeros(self.n) if qd is None else np.asarray(qd, dtype=float).copy()
+
+    def step(self, tau):
+        applied = np.clip(np.asarray(tau, dtype=float), -self.effort_limits, self.effort_limits)
+        h = self.model.opt.timestep / self.SUBSTEPS
+        t = self.truth
+        for _ in range(self.SUBSTEPS):
+            qdd = pin.aba(self.true, self.data, self._q, self._qd, applied + self.external)
+            m = 1.0 / np.diag(pin.computeMinverse(self.true, self.data, self._q))
+            v = _implicit_friction(self._qd + h * qdd, m, h, t.viscous, t.coulomb, t.stribeck,
+                                   t.stribeck_velocity, t.width)
+            self._qd = v
+            self._q = self._q + h * v
+        return applied
+
+    def gravity(self, q):
+        return pin.computeGeneralizedGravity(self.nominal, self.nominal_data,
+                                             np.asarray(q, dtype=float)).copy()
+
+    def joint_inertias(self, q):
+        """1 / (M⁻¹)_ii of the true arm at q [kg·m²]."""
+        data = self.true.createData()
+        return 1.0 / np.diag(pin.computeMinverse(self.true, data, np.asarray(q, dtype=float)))
+
+
+def _mujoco_inertias(plant, q):
+    import mujoco
+    data = mujoco.MjData(plant.model)
+    data.qpos[:] = q
+    mujoco.mj_forward(plant.model, data)
+    M = np.zeros((plant.n, plant.n))
+    mujoco.mj_fullM(plant.model, data, M)
+    return 1.0 / np.diag(np.linalg.inv(M))
+
+
+def make_plant(a, truth, simulator):
+    if simulator == 'mujoco':
+        plant = mujoco_plant(a, truth)
+        plant.joint_inertias = lambda q: _mujoco_inertias(plant, q)
+        return plant
+    return AbaPlant(a, truth)
+
+
+class TruePd:
+    """PD + gravity tuned on the true arm: tau = g(q) + Kp e + Kd ed, Kp = ω² m_i, Kd = 2ω m_i,
+    m_i the true arm's 1 / (M⁻¹)_ii at the start (`plant.joint_inertias`), g the URDF's,
+    clamped to the effort limits (joint_trajectory_controller's effort PID with a gravity
+    feedforward, as a user would tune it on the real arm)."""
+
+    def __init__(self, plant, trajectory, start):
+        m = plant.joint_inertias(start)
+        self.kp, self.kd = OMEGA ** 2 * m, 2.0 * OMEGA * m
+        self.plant, self.trajectory = plant, trajectory
+        self.q = self.qd = None
+        self.mode, self.log = 'tracking', []
+
+    def period(self):
+        return 1e-3
+
+    def take(self, q, qd, stamp, now):
+        self.q, self.qd = q, qd
+
+    def tick(self, now):
+        if self.q is None:
+            return None
+        ref = self.trajectory.sample(now + 1e-3)
+        tau = (self.plant.gravity(self.q) + self.kp * (ref[0] - self.q)
+               + self.kd * (ref[1] - self.qd))
+        return np.clip(tau, -self.plant.effort_limits, self.plant.effort_limits)
+
+
+def draw_timing(kind, seed):
+    """'prompt': commands act within the tick; 'late': 5-10 ms late (drawn), 15 % of the
+    ticks missed in pauses up to 30 ticks, ±0.5 ms stamp jitter."""
+    if kind == 'prompt':
+        return Timing(seed=seed)
+    delay = float(np.random.default_rng(seed + 7).uniform(0.005, 0.01))
+    return Timing(delay=delay, delay_jitter=1e-3, missed=0.15, burst=30, jitter=5e-4, seed=seed)
+
+
+def reference(a, duration=MOVE):
+    """The demo motion (every joint, rest to rest) about the start, lasting `duration`."""
+    names = a.model.joint_names
+    w = demo_motion(names, a.start, a.model.velocity_limits, a.model.position_limits, duration)
+    return plan_arrays(names, w.times, w.positions, w.velocities, w.accelerations,
+                       joint_names=names, position_limits=a.model.position_limits,
+                       current=np.vstack([a.start, np.zeros((2, a.model.n))]), now=0.0)
+
+
+@dataclass(frozen=True)
+class Figures:
+    rms: float  # [rad] over the move and the hold, every joint
+    final: float  # [rad] the largest |error| at the end
+    fastest: float  # the largest |qd| / velocity limit
+    step: float  # the largest command step / effort limit, outside the brake
+    contacts: int
+    brakes: int
+
+
+def figures(a, result):
+    e = result.desired - result.q
+    brakes = sum(1 for mode in result.modes if mode.startswith('braking'))
+    return Figures(float(np.sqrt(np.nanmean(e ** 2))), float(np.abs(e[-1]).max()),
+                   float(np.max(np.abs(result.qd) / np.asarray(a.model.velocity_limits))),
+                   float(command_steps(result, a.limits).max()), len(contacts(result)), brakes)
+
+
+@dataclass(frozen=True)
+class Case:
+    arm: str
+    truth: str
+    timing: str
+    simulator: str
+    seed: int
+
+    @property
+    def name(self):
+        return f'{self.arm}-{self.truth}-{self.timing}-{self.simulator}-{self.seed}'
+
+
+def run_case(case, values=None):
+    """(node's Figures, the peer's) of `case`; `values`: parameters the node is told."""
+    a = arm(case.arm)
+    truth = draw_truth(a, case.truth, case.seed)
+    timing = draw_timing(case.timing, case.seed)
+    out = []
+    for law in ('node', 'peer'):
+        plant, ref = make_plant(a, truth, case.simulator), reference(a)
+        controller = (Node(a.model, dict(values or {}), ref) if law == 'node'
+                      else TruePd(plant, ref, a.start))
+        result = run(plant, controller, MOVE + HOLD, timing, a.start, ref)
+        out.append(figures(a, result))
+    return tuple(out)
+
+
+def every_case(seed=1, arms=None):
+    """The whole cross product: every arm here x truth x timing x simulator, one seed."""
+    return [Case(name, truth, timing, simulator, seed)
+            for name in (arms or available_arms()) for truth in TRUTHS for timing in TIMINGS
+            for simulator in SIMULATORS]
+
+
+def drawn_cases(count, seed=43):
+    """`count` cases drawn (seeded) from the cross product so that every arm, every truth,
+    both simulators and both timings appear at least once: a Latin-style cover, then draws."""
+    rng = np.random.default_rng(seed)
+    names = sorted(available_arms())
+    out = []
+    for i in range(count):
+        out.append(Case(names[i % len(names)], TRUTHS[(i // 1) % len(TRUTHS)] if i < 4 else
+                        TRUTHS[rng.integers(len(TRUTHS))],
+                        TIMINGS[(i // 2) % 2] if i < 4 else TIMINGS[rng.integers(2)],
+                        SIMULATORS[i % 2] if i < 4 else SIMULATORS[rng.integers(2)],
+                        int(rng.integers(1, 10_000))))
+    return out
+
+
+def failures(node, peer):
+    """What the node's Figures break of issue 43's bar beside the peer's: a list of reasons."""
+    out = []
+    if node.fastest > FASTEST:
+        out.append(f'runaway {node.fastest:.2f}x a velocity limit')
+    if node.contacts:
+        out.append(f'{node.contacts} false contact(s)')
+    if node.brakes and not peer.fastest > 1.0:
+        out.append(f'{node.brakes} brake(s)')
+    if node.final > FINAL:
+        out.append(f'final {node.final:.2e} rad')
+    if node.rms > peer.rms:
+        out.append(f"RMS {node.rms:.2e} > the peer's {peer.rms:.2e}")
+    return out
+
+
+def with_(case, **changes):
+    return replace(case, **changes)
