@@ -47,6 +47,7 @@ from types import SimpleNamespace
 import xml.etree.ElementTree as ET
 
 from conftest import ROBOTS
+import mujoco
 from numba import njit
 import numpy as np
 import pinocchio as pin
@@ -55,7 +56,7 @@ from timed_loop import command_steps, contacts, Node, run, Timing
 from rnea_controller import RobotModel
 from rnea_controller.control.law import default_joints
 from rnea_controller.control.trajectory import plan_arrays
-from rnea_controller.sim.plant import perturb_links, Plant, PlantOptions
+from rnea_controller.sim.plant import build_model, perturb_links, Plant, PlantOptions
 from rnea_controller.tools.send_trajectory import demo_motion
 
 SHARED = Path(__file__).resolve().parents[2] / 'shared' / 'data'
@@ -125,15 +126,24 @@ class Arm:
 @cache
 def arm(name):
     """The Arm `name`: its serial URDF, model and start pose: each joint a fifth of its range
-    from its middle, signs alternating (no two axes aligned, gravity loading the shoulder)."""
+    (at most 0.8 rad) from its middle, the signs (of 8 alternating patterns) that load the arm
+    least (the largest g(q) / effort limit: a pose it holds easily)."""
     text = _serial(available_arms()[name].read_text())
     model = RobotModel.from_urdf_string(text)
     low, high = (np.asarray(x, dtype=float) for x in np.asarray(model.position_limits).T)
     low, high = np.where(np.isfinite(low), low, -math.pi), np.where(np.isfinite(high), high,
                                                                     math.pi)
-    signs = np.where(np.arange(model.n) % 2 == 0, 1.0, -1.0)
-    start = 0.5 * (low + high) + signs * np.minimum(0.2 * (high - low), 0.8)
-    return Arm(name, text, model, start)
+    pin_model = pin.buildModelFromXML(text)
+    data, limits = pin_model.createData(), np.asarray(model.effort_limits, dtype=float)
+    best = None
+    for pattern in range(8):
+        signs = np.array([1.0 if (j + (pattern >> (j % 3))) % 2 == 0 else -1.0
+                          for j in range(model.n)])
+        start = 0.5 * (low + high) + signs * np.minimum(0.2 * (high - low), 0.8)
+        load = np.max(np.abs(pin.computeGeneralizedGravity(pin_model, data, start)) / limits)
+        if best is None or load < best[0]:
+            best = (load, start)
+    return Arm(name, text, model, best[1])
 
 
 @dataclass(frozen=True)
@@ -189,13 +199,43 @@ def _bodies(a):
     return [model.inertias[j] for j in range(1, model.njoints)]
 
 
+def true_urdf(a, truth):
+    """The true arm's URDF: every moving link's mass and principal inertias off by up to the
+    truth's shares (`perturb_links`), its centre of mass moved by up to the truth's distance
+    [m] and at most 0.3 x the link's radius of gyration (a CAD model's error grows with the
+    link: 3 cm on a wrist-roll link of a few grams would be no CAD's error)."""
+    if not truth.link_errors:
+        return a.urdf
+    seed, mass, inertia, com = truth.link_errors
+    root = ET.fromstring(perturb_links(a.urdf, seed, mass, inertia, 0.0))
+    rng = np.random.default_rng(seed + 1)
+    for link in root.findall('link'):
+        inertial = link.find('inertial')
+        if inertial is None or inertial.find('mass') is None or inertial.find('inertia') is None:
+            continue
+        m = float(inertial.find('mass').get('value'))
+        moments = [float(inertial.find('inertia').get(k, '0')) for k in ('ixx', 'iyy', 'izz')]
+        radius = math.sqrt(max(max(moments), 0.0) / m) if m > 0.0 else 0.0
+        origin = inertial.find('origin')
+        if origin is None:
+            origin = ET.SubElement(inertial, 'origin', xyz='0 0 0', rpy='0 0 0')
+        xyz = np.array([float(x) for x in origin.get('xyz', '0 0 0').split()])
+        direction = rng.normal(size=3)
+        shift = rng.uniform(0.0, min(com, 0.3 * radius)) * direction / np.linalg.norm(direction)
+        origin.set('xyz', ' '.join(f'{x:.9g}' for x in xyz + shift))
+    return ET.tostring(root, encoding='unicode')
+
+
 def mujoco_plant(a, truth):
-    """The MuJoCo arm (`sim.plant.Plant`): damping, frictionloss (its dry friction; no
-    Stribeck, no width), armature, link errors and payload."""
-    return Plant(a.urdf, PlantOptions(
+    """The MuJoCo arm (`sim.plant.Plant`) on the true URDF: damping, frictionloss (its dry
+    friction; no Stribeck, no width), armature and payload; its g(q) the URDF's."""
+    plant = Plant(true_urdf(a, truth), PlantOptions(
         damping=tuple(truth.viscous), friction=tuple(truth.coulomb + truth.stribeck),
-        armature=tuple(truth.armature), link_errors=truth.link_errors,
-        payload_mass=truth.payload, payload_com=truth.payload_com))
+        armature=tuple(truth.armature), payload_mass=truth.payload,
+        payload_com=truth.payload_com))
+    plant._nominal = build_model(a.urdf, PlantOptions())
+    plant._nominal_data = mujoco.MjData(plant._nominal)
+    return plant
 
 
 @njit(cache=True)
@@ -223,8 +263,7 @@ class AbaPlant:
     SUBSTEPS = 2
 
     def __init__(self, a, truth, timestep=1e-3):
-        text = perturb_links(a.urdf, *truth.link_errors) if truth.link_errors else a.urdf
-        self.true = pin.buildModelFromXML(text)
+        self.true = pin.buildModelFromXML(true_urdf(a, truth))
         if truth.payload > 0.0:
             last = self.true.njoints - 1
             r = 0.03  # [m] a solid sphere's radius
@@ -277,7 +316,6 @@ class AbaPlant:
 
 
 def _mujoco_inertias(plant, q):
-    import mujoco
     data = mujoco.MjData(plant.model)
     data.qpos[:] = q
     mujoco.mj_forward(plant.model, data)

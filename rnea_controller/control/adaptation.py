@@ -151,6 +151,8 @@ from rnea_controller.control.records import ADAPTATION_FIELDS, LawModel, LawWork
 from rnea_controller.dynamics.model import RobotModel
 
 GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
+TORQUE_UNIT = 0.05  # x the effort limit: the residual's unit (its noise, the estimates' prior)
+ROTOR_PER_TORQUE = 0.01  # [kg·m²/(N·m)] a^ at most this x the effort limit: real rotors 1-6e-3
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 BRAKING_GROWTH = 2.0  # x ARMATURE_GROWTH: M_ii + a^'s slowest e-fold in a deceleration (rule 3)
@@ -214,8 +216,8 @@ def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: n
     velocity = model.velocity_limits[index]
     velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
     bias = float(values['integral_clamp']) * limits
-    ceilings = np.vstack((np.full(len(index), float(values['estimation.max_armature'])),
-                          FRICTION_CEILING * limits / velocity, bias, bias))
+    rotor = np.minimum(float(values['estimation.max_armature']), ROTOR_PER_TORQUE * limits)
+    ceilings = np.vstack((rotor, FRICTION_CEILING * limits / velocity, bias, bias))
     # a told friction too high is corrected down, to none at most (rule 2); no rotor takes
     # inertia away
     floors = np.vstack((np.zeros(len(index)), -np.asarray(viscous, dtype=float), -bias,
@@ -226,8 +228,8 @@ def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: n
     # a forgetting time under two windows acts as two (a factor of 0 at one window divided
     # the covariance by 0: test_configurations)
     forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, 2.0 * window)
-    scales = np.vstack((REACH / velocity, 1.0 / velocity, np.ones(len(index)),
-                        np.ones(len(index))))
+    unit = TORQUE_UNIT * limits  # [N·m]
+    scales = np.vstack((unit * REACH / velocity, unit / velocity, unit, unit))
     return dict(forget=forget, floors=floors, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
                 integral_clamp=bias, inertia=inertia)
@@ -431,9 +433,10 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
     v, qdd_m = qd[i], work.QDD[2, i]
     told = friction_torque(model.viscous[k], model.coulomb[k], model.offset[k],
                            model.stribeck[k], model.width, model.stribeck_velocity, v)
-    err = work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told
-    phi[0], phi[1], phi[2] = qdd_m * scales[0, k], v * scales[1, k], scales[2, k]
-    phi[3] = np.tanh(v / model.width) * scales[3, k] if sliding else 0.0
+    unit = TORQUE_UNIT * model.limits[k]  # the residual in units of its joint's torque
+    err = (work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told) / unit
+    phi[0], phi[1], phi[2] = qdd_m * scales[0, k] / unit, v * scales[1, k] / unit, 1.0
+    phi[3] = np.tanh(v / model.width) * scales[3, k] / unit if sliding else 0.0
     for a in range(ESTIMATED):
         x[a] = theta[a, k] / scales[a, k]
         err -= phi[a] * x[a]

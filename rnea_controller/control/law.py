@@ -414,7 +414,13 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
                           float(get('forget')), get('floors'), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
-                          float(get('period')))
+                          float(get('period')), _velocity_scale(model, get('index')))
+
+
+def _velocity_scale(model, index):
+    """The controlled joints' velocity limits [rad/s or m/s], 1 where a joint has none."""
+    velocity = np.asarray(model.velocity_limits, dtype=float)[index]
+    return np.where(np.isfinite(velocity) & (velocity > 0.0), velocity, 1.0)
 
 
 def _gravity_rows(model, q):
@@ -448,8 +454,9 @@ def _workspace(n, m):
     rows, joints = (ROWS, n), (m,)
     shapes = dict(Q=rows, QD=rows, QDD=rows, T=rows, e=(2, m), raw=joints, previous=joints,
                   tau=joints, feedforward=joints, saturation=joints, armature=(n,),
+                  bound=joints, stepped=joints, delay=(1,),
                   **adaptation.work_shapes(n, m))
-    integers = ('saturation',) + adaptation.INTEGER_FIELDS
+    integers = ('saturation', 'stepped') + adaptation.INTEGER_FIELDS
     arrays = {name: np.zeros(shapes[name], dtype=np.int64 if name in integers else float)
               for name in records.LAW_WORK_FIELDS}
     adaptation.initial(arrays)
@@ -572,6 +579,7 @@ class Controller:
         self.gravity_hold(cfg, q)
         self.reset()
         self.saturation[:] = 0
+        self.stepped[:] = 0
         self.fallbacks = 0
 
     def reset(self) -> None:
@@ -588,6 +596,27 @@ class Controller:
         """Forget the integral term and restart the estimator's window (kept: the estimates,
         properties of the arm). A command that is not the law's (`gravity_hold`) calls it."""
         adaptation.clear_integral(self._arrays)
+
+    @property
+    def lateness(self) -> float:
+        """How late the loop sees the arm answer its commands [s] (the caller's measure, the
+        node's loop: the command delay measured, recent gaps of states and ticks); the step
+        bound's d (`_bounded`) is it, at least a period."""
+        return float(self._arrays['delay'][0])
+
+    @lateness.setter
+    def lateness(self, value: float) -> None:
+        self._arrays['delay'][0] = max(float(value), 0.0) if np.isfinite(value) else 0.0
+
+    @property
+    def step_bounds(self) -> np.ndarray:
+        """The step bound of each controlled joint at the last tick [N·m] (`_bounded`)."""
+        return self._arrays['bound']
+
+    @property
+    def stepped(self) -> np.ndarray:
+        """Per controlled joint, the ticks its command was held by the step bound."""
+        return self._arrays['stepped']
 
     def _step(self, cfg, rate_limited=True, recovery=0.0):
         """Largest command change this tick [N·m] (0: no rate limit): the rate limit's, or
@@ -627,8 +656,8 @@ class Controller:
             raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
                                  f'fit {n} joints')
         self._watch(qm, cfg.period)
-        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm),
-                           self._step(cfg, recovery=recovery),
+        step = self._step(cfg, recovery=recovery) if self._has_previous else -1.0
+        finite = self._law((cfg.law_model, self.work, f_body, q, qd, ref, qm, qdm), step,
                            float(state_dt))
         return self._checked(cfg, finite, q)
 
@@ -767,6 +796,30 @@ def _limit(raw, previous, limits, step, tau, saturation):
 
 
 @njit(cache=True)
+def _bounded(model, work, step):
+    """The step bound (issue 43), in place on work.tau after `_limit`: per controlled joint
+    |tau - previous| <= bound = (M_ii(q0) + a^) qd_max / d [N·m], d = max(the loop's
+    lateness, a period) [s] (`Controller.lateness`): the torque that takes the joint's
+    inertia, as the law knows it, from rest to its velocity limit within the time the loop
+    needs to see the arm answer. A command the law changes faster would move the joint further
+    than the loop can watch; a law that misjudges an arm (chatter, a wrong estimate) is so kept
+    from a bang-bang command. The brake and the gravity hold do not pass here. Where the
+    bound acts, `stepped` counts it (and `saturation`). step < 0: no previous command (the
+    first after a reset), no bound."""
+    d = max(work.delay[0], model.dt)
+    for k in range(model.index.shape[0]):
+        bound = (model.inertia[k] + work.theta[0, k]) * model.velocity[k] / d
+        work.bound[k] = bound
+        if step < 0.0:
+            continue
+        change = work.tau[k] - work.previous[k]
+        if abs(change) > bound:
+            work.tau[k] = work.previous[k] + (bound if change > 0.0 else -bound)
+            work.stepped[k] += 1
+            work.saturation[k] += 1
+
+
+@njit(cache=True)
 def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
     """One tick's law in one compiled call; returns False if it was not finite.
 
@@ -805,7 +858,8 @@ def _law(model, work, f_body, q, qd, ref, qm, qdm, step, state_dt):
         law = T[1, i] + feedback if model.pd else T[0, i] + model.boost[k] * feedback + stiffness
         raw[k] = (law + friction + theta[2, k] + work.integral[k]
                   - (T[3, i] if model.compensate else 0.0))
-    if not _limit(raw, work.previous, model.limits, step, work.tau, work.saturation):
+    if not _limit(raw, work.previous, model.limits, max(step, 0.0), work.tau, work.saturation):
         return False
+    _bounded(model, work, step)
     adaptation.adapt(model, work, qm, qdm, closing, ref)
     return True

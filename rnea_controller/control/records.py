@@ -51,9 +51,9 @@ class LawWork(structref.StructRefProxy):
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
                     'offset', 'stribeck', 'stribeck_velocity', 'pd', 'compensate', 'forget',
-                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt')
+                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt', 'velocity')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation', 'armature') + ADAPTATION_FIELDS
+                   'saturation', 'armature', 'bound', 'stepped', 'delay') + ADAPTATION_FIELDS
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 

@@ -55,6 +55,9 @@ def status_values(node):
         'non-finite fallbacks': controller.fallbacks,
         **{f'saturation {j}': int(c) for j, c in zip(cfg.joints, controller.saturation,
                                                      strict=True)},
+        **{f'step bound {j}': (f'{int(c)} ticks held at {b:.3g} N·m' if c else 'not acting')
+           for j, c, b in zip(cfg.joints, controller.stepped, controller.step_bounds,
+                              strict=True)},
         'diagnostics publish [us]': f'{(loop.diagnostics_time if loop else 0.0) * 1e6:.0f}',
         **(timing_values(loop.timing) if loop else {}),
         'adaptation': loop.adaptation if loop else 'not active',

@@ -129,6 +129,7 @@ class ControlLoop:
         before = self.modes.mode
         tick_gap = t_start - self._last_tick if self._last_tick is not None else None
         lateness = self._lateness(cfg, state, tick_gap)
+        self.controller.lateness = lateness  # the step bound's time to see an answer
         command = self.modes.step(cfg, t_start, self._seen(cfg, state, t_start, tick_gap),
                                   state.q, state.qd)
         self._last_tick = t_start
