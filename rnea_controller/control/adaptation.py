@@ -153,6 +153,7 @@ from rnea_controller.dynamics.model import RobotModel
 GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
 TORQUE_UNIT = 0.05  # x the effort limit: the residual's unit (its noise, the estimates' prior)
 ROTOR_PER_TORQUE = 0.01  # [kg·m²/(N·m)] a^ at most this x the effort limit: real rotors 1-6e-3
+ROTOR_PRIOR = 3e-3  # [kg·m²/(N·m)] a^'s prior standard deviation per N·m of effort limit
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 BRAKING_GROWTH = 2.0  # x ARMATURE_GROWTH: M_ii + a^'s slowest e-fold in a deceleration (rule 3)
@@ -229,7 +230,7 @@ def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: n
     # the covariance by 0: test_configurations)
     forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, 2.0 * window)
     unit = TORQUE_UNIT * limits  # [N·m]
-    scales = np.vstack((unit * REACH / velocity, unit / velocity, unit, unit))
+    scales = np.vstack((ROTOR_PRIOR * limits, unit / velocity, unit, unit))
     return dict(forget=forget, floors=floors, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
                 integral_clamp=bias, inertia=inertia)
@@ -399,7 +400,7 @@ def coulomb(model: LawModel, theta: np.ndarray, k: int, qd_d: float, e: float,
         return 0.0
     inertia = model.inertia[k] + theta[0, k]
     damping = model.viscous[k] + theta[1, k]
-    c = min(theta[3, k], (inertia / COULOMB_REACH + KICK * damping) / model.scales[1, k])
+    c = min(theta[3, k], (inertia / COULOMB_REACH + KICK * damping) * model.velocity[k])
     told = model.coulomb[k]
     total = c + told
     slope = total * _pace(model, k) / model.width  # [N·m/rad] of the sliding reference's e term
@@ -533,7 +534,7 @@ def _calm(model, work, qd, ref):
         if _hunts(swing, k, work.e[0, k], _resting(ref, k), model.dt / HUNT_TIME):
             work.theta[3, k] *= 0.5  # c^'s slope in e is the spring it hunts on
         chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
-        vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, model.scales[1, k],
+        vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, 1.0 / model.velocity[k],
                            VIBRATION)
         if chatters or vibrates:
             work.theta[0, k] *= 0.5
