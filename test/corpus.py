@@ -10,7 +10,8 @@ largest command step / effort limit, contacts declared, brakes.
 Arms (`ARMS`): every arm of example-robot-data with a serial chain of 6-7 actuated joints, one
 description each (the joint-limited and gripper variants of a UR are the same arm), and the
 iiwa14 of Drake's BSD-3 description in ../shared/data (left out, with the reason, where
-../shared is absent). A gripper's joints are fixed (the corpus is about the arm's law);
+../shared is absent). A gripper's joints (mimic, or named gripper or finger: z1's
+jointGripper) are fixed (the corpus is about the arm's law);
 continuous joints become revolute within ±2π (Pinocchio's continuous joint has two
 coordinates; the node reads both the same).
 
@@ -26,8 +27,9 @@ Truths (`TRUTHS`), drawn per joint from the ranges real arms have, scaled by eac
   ρ log-uniform in [1e-3, 6e-3] kg·m²/(N·m), at most 0.7 kg·m² (FR3: 0.195 on 87 N·m joints,
   0.074 on 12; xArm7 0.1 on 20-50; iiwa14 0.25-0.72 on 176-320);
 - 'links': every moving link's mass and principal inertias off by up to 30 %, its centre of
-  mass by up to 3 cm (`sim.plant.perturb_links`, seeded), and a payload at the last link of up
-  to 10 % of the arm's moving mass, 5 cm off its frame.
+  mass by up to 3 cm and 0.3 x the link's radius of gyration (`true_urdf`, seeded), and a
+  payload at the last link of up to 10 % of the arm's moving mass, its centre 0-8 cm along the
+  last joint's axis and up to 5 mm off it (a tool on the flange).
 
 Simulators (`SIMULATORS`), whose friction differs: 'mujoco' (`sim.plant.Plant`: MuJoCo's
 `damping` and its `frictionloss` dry-friction constraint, semi-implicit Euler at 1 kHz) and
@@ -71,6 +73,7 @@ ARMS = {  # name: URDF (example-robot-data's robots/, or an absolute path)
     'talos_left_arm': 'talos_data/robots/talos_left_arm.urdf',
     'iiwa14': str(SHARED / 'iiwa14_drake.urdf'),
 }
+HAND = ('gripper', 'finger')  # a joint so named is a hand's, not the arm's (z1's jointGripper)
 TRUTHS = ('placeholders', 'friction', 'geared', 'links')
 TIMINGS = ('prompt', 'late')
 SIMULATORS = ('mujoco', 'pinocchio')
@@ -94,7 +97,7 @@ def _serial(urdf_text):
     """The URDF with every actuated joint outside the controlled chain fixed (a gripper's) and
     continuous joints revolute within ±2π [rad]."""
     model = RobotModel.from_urdf_string(urdf_text)
-    keep = set(default_joints(model))
+    keep = {j for j in default_joints(model) if not any(w in j.lower() for w in HAND)}
     root = ET.fromstring(urdf_text)
     for joint in root.findall('joint'):
         kind = joint.get('type')
@@ -187,8 +190,10 @@ def draw_truth(a, kind, seed):
         return Truth(kind, armature, viscous, coulomb, stribeck, v_s, width)
     mass = sum(body.mass for body in _bodies(a))
     payload = float(rng.uniform(0.0, 0.1) * mass)
-    direction = rng.normal(size=3)
-    com = tuple(0.05 * direction / np.linalg.norm(direction))
+    axis = np.asarray(a.model.axes[-1], dtype=float)  # the last joint's axis
+    lateral = np.cross(axis, rng.normal(size=3))
+    com = tuple(rng.uniform(0.0, 0.08) * axis
+                + rng.uniform(0.0, 0.005) * lateral / np.linalg.norm(lateral))
     return Truth(kind, armature, viscous, coulomb, stribeck, v_s, width,
                  (int(seed), 0.3, 0.3, 0.03), payload, com)
 
