@@ -1,5 +1,5 @@
 """A real arm's own recording: Gaz et al.'s Franka Panda excitation (RA-L 2019), joint states
-alone (test/data/gaz_panda/README.md), identified and validated by `rnea-validate`.
+alone (../shared/data/gaz_panda/README.md), identified and validated by `rnea-validate`.
 
 Issue 36's "done when" on it: the identification from joint states alone; plausible bodies
 (each mass within its bounds, each centre of mass inside its bounding volume, the total within
@@ -9,7 +9,7 @@ per joint no worse than the published model's, on the tool's held-out blocks and
 held-out block whose motion the fit does not replay (the excitation repeats every 13.3 s).
 
 Oracles: the recording's measured link-side torques (tau_J), the model the paper published for
-the same arm from the same data (test/data/gaz_panda/published_model.yaml), the URDF read by
+the same arm from the same data (../shared/data/gaz_panda/published_model.yaml), the URDF read by
 Pinocchio, all independent of this package. Every figure is relative to the recording, not to
 a solver's last digits: the bounds sit well away from the values measured, and a mass at its
 bound or a body on its ellipsoid's boundary is allowed the solver's tolerance
@@ -18,7 +18,7 @@ bound or a body on its ellipsoid's boundary is allowed the solver's tolerance
 from pathlib import Path
 import xml.etree.ElementTree as ET
 
-from conftest import robot_data_urdf
+from conftest import robot_data_urdf, SHARED_DATA
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -33,7 +33,9 @@ from rnea_controller.analysis.validate import _configured, _mesh_dirs, main, val
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.dynamics.regressor import body_link_names
 
-DATA = Path(__file__).parent / 'data' / 'gaz_panda'
+DATA = SHARED_DATA / 'gaz_panda'
+pytestmark = pytest.mark.skipif(not (DATA / 'published_model.yaml').exists(), reason=(
+    f'the real recording gaz_panda is not at {DATA} (../shared/data beside the project root)'))
 BAG = DATA / 'excitation'
 URDF = 'panda_description/urdf/panda.urdf'
 FINGERS = {'panda_finger_joint1': 0.0, 'panda_finger_joint2': 0.0}
