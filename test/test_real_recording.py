@@ -19,6 +19,7 @@ from pathlib import Path
 import xml.etree.ElementTree as ET
 
 from conftest import robot_data_urdf, SHARED_DATA
+import published_models
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -64,35 +65,32 @@ def result(urdf, tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def rows(model):
-    return heldout.heldout_rows(BAG, model)
+def rows(model, result):
+    """The tool's held-out rows, smoothed as the identification chose (one acceleration
+    estimate for every model)."""
+    return heldout.heldout_rows(BAG, model, **smoothing(result))
+
+
+def smoothing(result):
+    chosen = result.report['identification']['smoothing']
+    return {'window_s': chosen['window_s'], 'decimate': chosen['decimate']}
 
 
 def published_torque(model, urdf):
-    """predict(q, qd, qdd) of the paper's model: its links in the URDF's frames (no hand), and
-    its sigmoid friction."""
-    published = yaml.safe_load((DATA / 'published_model.yaml').read_text())
-    links = published['links']
-    assert set(links) == set(body_link_names(model))
-    arm = RobotModel.from_urdf_string(corrected_urdf(Path(urdf).read_text(), model, links),
-                                      locked_joints=FINGERS)
-    phi1, phi2, phi3 = (np.array(published['friction'][k]) for k in ('phi1', 'phi2', 'phi3'))
-    rigid = heldout.model_torque(arm, np.zeros(7), np.zeros(7))
-
-    def predict(q, qd, qdd):
-        friction = phi1 / (1 + np.exp(-phi2 * (qd + phi3))) - phi1 / (1 + np.exp(-phi2 * phi3))
-        return rigid(q, qd, qdd) + friction
-    return predict
+    """predict(q, qd, qdd) of the paper's model (`published_models.gaz_panda`)."""
+    return published_models.gaz_panda(model, urdf)
 
 
 def comparison(result, model, rows, urdf):
     """{'urdf' | 'identified' | 'published': {joint: {rms, relative, rows}}} on the held-out
     rows; the identified model read back from the parameters file written."""
     identified, friction, _ = _configured(model, JOINTS, result.files['parameters'])
-    width = result.report['identification']['friction_velocity_width']
+    ident = result.report['identification']
+    width, velocity = ident['friction_velocity_width'], ident['friction_stribeck_velocity']
     return heldout.compare(rows, {
-        'urdf': heldout.model_torque(model, width=width),
-        'identified': heldout.model_torque(identified, *friction, width=width),
+        'urdf': heldout.model_torque(model, width=width, stribeck_velocity=velocity),
+        'identified': heldout.model_torque(identified, *friction, width=width,
+                                           stribeck_velocity=velocity),
         'published': published_torque(model, urdf)}, JOINTS)
 
 
@@ -148,22 +146,21 @@ def test_heldout_rows_are_the_identifications(result, model, rows, urdf):
 
 def test_identified_beats_the_urdf_and_is_compared_with_the_published(result, model, rows,
                                                                       urdf):
-    """Held-out torque RMS per joint [N·m] on the tool's held-out blocks (4-6 s, 14-16 s):
-    the identified model better than the URDF's on every joint and no worse than the published
-    one (fitted by its authors on all 21 s, held-out blocks included). Figures:
-    docs/validation.md."""
+    """Held-out torque RMS per joint [N·m] on the tool's held-out blocks (4-6 s, 14-16 s),
+    every row: the identified model better than the URDF's on every joint, and so is the
+    published one. These blocks replay the fit's motion (the excitation repeats every
+    13.3 s): the comparison with the published model is on distinct motion, below."""
     table = comparison(result, model, rows, urdf)
     for joint in JOINTS:
         urdf_rms = table['urdf'][joint]['rms']
         assert table['identified'][joint]['rms'] < 0.8 * urdf_rms, joint
         assert table['published'][joint]['rms'] < urdf_rms, joint
-        assert table['identified'][joint]['rms'] <= table['published'][joint]['rms'], (
-            _table(table))
 
 
 def _table(table):
-    return '\n'.join(f'{j}: ' + ', '.join(f"{k} {table[k][j]['rms']:.3f}" for k in table)
-                     for j in JOINTS)
+    return '\n'.join(f'{j}: ' + ', '.join(
+        f"{k} {table[k][j]['rms']:.3f} (slow {table[k][j]['slow']['rms']:.3f})" for k in table)
+        for j in JOINTS)
 
 
 def urdf_bodies(urdf):
@@ -278,22 +275,36 @@ def unreplayed(urdf, tmp_path_factory):
                         holdout=held_bag), held_bag
 
 
+# ours / published held-out RMS on the distinct motion where the identified model is not yet
+# the published one's equal (measured, docs/validation.md): a regression beyond it fails
+WORSE_THAN_PUBLISHED = {}
+WORSE_THAN_PUBLISHED_SLOW = {}
+SLOW_ROWS = 30  # fewer slow rows than this are not a figure (about 0.3 s of a joint's creep)
+
+
 def test_heldout_motion_the_fit_never_saw(unreplayed, urdf, model):
     """Held out: the motion of 4-6 s, removed from the fit in both periods (the tool's first
     held-out block, without its replay). On it the identified model predicts every joint's
     torque better than the URDF's and no worse than the published one (which its authors
-    fitted on all of it); its bodies are plausible."""
+    fitted on all of it), on every row and on the slow rows (where a joint has enough of
+    them); its bodies are plausible."""
     result, held_bag = unreplayed
     assert result.passed, result.failures
     assert result.report['identification']['holdout']['source'] == 'second bag'
     assert_plausible(result, urdf, model)
-    table = comparison(result, model, heldout.heldout_rows(held_bag, model, whole=True), urdf)
+    rows = heldout.heldout_rows(held_bag, model, whole=True, **smoothing(result))
+    table = comparison(result, model, rows, urdf)
     held = result.report['identification']['holdout']['joints']
     for joint in JOINTS:
+        ours, theirs = table['identified'][joint], table['published'][joint]
         assert table['urdf'][joint]['rows'] == held[joint]['rows'] > 200, joint
-        assert table['identified'][joint]['rms'] < 0.8 * table['urdf'][joint]['rms'], joint
-        assert table['identified'][joint]['rms'] <= table['published'][joint]['rms'], (
+        assert ours['rms'] == pytest.approx(held[joint]['rms_identified'], rel=1e-3), joint
+        assert ours['rms'] < 0.8 * table['urdf'][joint]['rms'], joint
+        assert ours['rms'] <= WORSE_THAN_PUBLISHED.get(joint, 1.0) * theirs['rms'], (
             _table(table))
+        if ours['slow']['rows'] >= SLOW_ROWS:
+            assert ours['slow']['rms'] <= WORSE_THAN_PUBLISHED_SLOW.get(joint, 1.0) * theirs[
+                'slow']['rms'], _table(table)
 
 
 def test_without_velocities_they_are_derived(tmp_path, urdf, model):

@@ -85,10 +85,26 @@ def _identification_lines(result):
              f"number {result['condition_number']:.3g}; solved in "
              f"{result['solve_time_s']:.2f} s):"]
     held = result['holdout']
-    lines.append(f"  held-out relative torque RMS ({held['source']}), URDF -> identified:")
+    lines.append(f"  held-out relative torque RMS ({held['source']}), URDF -> identified, on "
+                 f"every row; on the slow rows (|qd| < {held['slow_speed']:g} rad/s) apart:")
     for joint, h in held['joints'].items():
+        slow = h['slow']
         lines.append(f"    {joint}: {_fmt(h['urdf'], 100, 2)} % -> "
-                     f"{_fmt(h['identified'], 100, 2)} % ({h['rows']} rows)")
+                     f"{_fmt(h['identified'], 100, 2)} % ({h['rows']} rows); slow "
+                     f"{_fmt(slow['urdf'], 100, 2)} % -> {_fmt(slow['identified'], 100, 2)} % "
+                     f"({slow['rows']} rows)")
+    smoothing = result.get('smoothing')
+    if smoothing:
+        chosen = smoothing['chosen_by']
+        lines.append(f"  smoothing window {1e3 * smoothing['window_s']:.0f} ms (chosen by "
+                     f"{chosen['window']}), friction width {result['friction_velocity_width']:g}"
+                     f" rad/s (by {chosen['width']}), Stribeck velocity "
+                     f"{result['friction_stribeck_velocity']:g} rad/s (by {chosen['stribeck']})"
+                     + ('; ' + result['selection']['method'] if result.get('selection') else ''))
+        if result.get('selection') and len(result['selection']['window_s']) > 1:
+            errors = result['selection']['window_s'].items()
+            lines.append('  cross-validated relative squared torque error per window: '
+                         + ', '.join(f'{1e3 * float(w):.0f} ms {e:.3g}' for w, e in errors))
     lines.append('  fit residual RMS [N·m], URDF -> identified: ' + ', '.join(
         f"{j} {_fmt(b)} -> {_fmt(result['residual_rms_after'][j])}"
         for j, b in result['residual_rms_before'].items()))
