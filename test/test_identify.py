@@ -26,7 +26,6 @@ from rnea_controller.analysis.identify import (
     body_inertials,
     corrected_urdf,
     Identification,
-    NOT_IN_MODEL,
     NOT_SEEN,
     parameters_from_file,
     parameters_yaml,

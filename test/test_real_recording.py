@@ -19,9 +19,9 @@ from pathlib import Path
 import xml.etree.ElementTree as ET
 
 from conftest import robot_data_urdf, SHARED_DATA
-import published_models
 import numpy as np
 import pinocchio as pin
+import published_models
 import pytest
 from synthetic_bags import JointStateSeries, write_bag
 import yaml
@@ -29,10 +29,8 @@ import yaml
 from rnea_controller.analysis import heldout
 from rnea_controller.analysis.bagio import BagReader
 from rnea_controller.analysis.bounds import bounding_ellipsoids
-from rnea_controller.analysis.identify import corrected_urdf
 from rnea_controller.analysis.validate import _configured, _mesh_dirs, main, validate_bag
 from rnea_controller.dynamics.model import RobotModel
-from rnea_controller.dynamics.regressor import body_link_names
 
 DATA = SHARED_DATA / 'gaz_panda'
 pytestmark = pytest.mark.skipif(not (DATA / 'published_model.yaml').exists(), reason=(
@@ -277,7 +275,7 @@ def unreplayed(urdf, tmp_path_factory):
 
 # ours / published held-out RMS on the distinct motion where the identified model is not yet
 # the published one's equal (measured, docs/validation.md): a regression beyond it fails
-WORSE_THAN_PUBLISHED = {}
+WORSE_THAN_PUBLISHED = {'panda_joint7': 1.15}  # measured 1.08 (friction: the published sigmoid)
 WORSE_THAN_PUBLISHED_SLOW = {}
 SLOW_ROWS = 30  # fewer slow rows than this are not a figure (about 0.3 s of a joint's creep)
 

@@ -290,7 +290,7 @@ class Identification:
         """Feed joint states (model order): stamps [ns], q [rad], qd [rad/s], tau [N·m];
         `held_out`: rows of the second bag (prediction check only)."""
         if self.decimate is None and len(stamps) >= 3:
-            self.decimate = _common_decimation(stamps, min(s.window_s for s in self.streams))
+            self.decimate = _common_decimation(stamps, WINDOWS[0])
         if self.decimate is None:
             return
         for stream in self.streams:
@@ -380,6 +380,25 @@ class Identification:
         return solve(self)
 
 
+def read_masses(path, model):
+    """{'masses': {link: [kg]}, 'prior_source': ...} of a YAML file of link masses (a vendor's
+    table: `link: kg` lines, or under a `masses:` key), or {} without a file. ParameterError
+    naming the file and what is wrong."""
+    if path is None:
+        return {}
+    try:
+        tree = yaml.safe_load(open(path).read())
+    except (OSError, yaml.YAMLError) as error:
+        raise ParameterError(f'--masses {path}: cannot read it: {error}') from None
+    tree = tree.get('masses', tree) if isinstance(tree, dict) else tree
+    if not isinstance(tree, dict) or not all(isinstance(v, (int, float)) for v in tree.values()):
+        raise ParameterError(f'--masses {path}: expected lines `link: mass_in_kg`, got {tree!r}')
+    masses = {str(k): float(v) for k, v in tree.items()}
+    _scaled_bodies(model, masses)  # checks the names and values
+    return {'masses': masses, 'prior_source': f'{path} for ' + ', '.join(masses)
+            + ", the URDF's for the other bodies"}
+
+
 def _scaled_bodies(model, masses):
     """θ (10n,) of the model's bodies, each one named in `masses` {link: [kg]} scaled to that
     mass (a uniform change of density: the com stays, the inertia scales with the mass).
@@ -393,7 +412,7 @@ def _scaled_bodies(model, masses):
     for link, mass in masses.items():
         i = links.index(link)
         if not (isinstance(mass, (int, float)) and mass > 0 and theta[10 * i] > 0):
-            raise ParameterError(f'{link}: mass {mass!r} kg (the URDF\'s {theta[10 * i]:g} '
+            raise ParameterError(f"{link}: mass {mass!r} kg (the URDF's {theta[10 * i]:g} "
                                  'kg): a body to scale needs a positive mass on both sides')
         theta[10 * i:10 * i + 10] *= mass / theta[10 * i]
     return theta
@@ -401,8 +420,8 @@ def _scaled_bodies(model, masses):
 
 def _common_decimation(stamps, window_s):
     """Every how many samples a row is kept: half the smallest candidate window's samples
-    (`Smoother`'s own rule for it), the same for every window, so that they are compared on
-    the same instants."""
+    (`Smoother`'s own rule for it), the same for every window, given or chosen, so that they
+    are compared on the same instants."""
     dt = np.median(np.diff(np.asarray(stamps, np.int64))) * 1e-9
     return max(1, max(5, 2 * int(round(window_s / dt / 2)) + 1) // 2)
 

@@ -72,9 +72,11 @@ def _payload_line(residual):
     line = (f"estimated payload: {residual['payload_kg']:.3f} kg "
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
     if residual['payload_kg'] < -max(3 * residual['payload_std_kg'], 0.01):
-        line += (f" (negative: the model carries {-residual['payload_kg']:.3g} kg more at "
-                 f"{residual['payload_link']} than the arm did, e.g. a hand or tool in the "
-                 'URDF that was not on the arm)')
+        line += (f" (negative: the model puts {-residual['payload_kg']:.3g} kg more at "
+                 f"{residual['payload_link']} than the torques show; this one number cannot "
+                 'tell apart a hand or tool in the URDF that was not on the arm, inertias in '
+                 "the URDF that are not this arm's, and unmodelled friction or offsets: "
+                 '--identify fits each body and says which to trust)')
     return line
 
 
@@ -132,7 +134,42 @@ def _identification_lines(result):
         lines.append(f"  a payload on {payload['link']} is part of the body of "
                      f"{payload['body_link']}: its mass {payload['mass_change']:+.4g} kg from "
                      f"the URDF's (that mass {payload['mass_status']})")
-    return lines + _plausibility_lines(result) + _file_lines(result)
+    return lines + _plausibility_lines(result) + _prior_lines(result) + _file_lines(result)
+
+
+PRIOR_FLAG = (0.8, 1.25)  # a body's identified mass outside these multiples of the prior's
+
+
+def _prior_lines(result):
+    """Where the prior comes from, and each body far from it (beyond PRIOR_FLAG): whether the
+    data or the prior is to be trusted for it."""
+    plausible = result.get('plausibility')
+    lines = [f"  prior (masses, bounds, what the motion does not see): "
+             f"{result.get('prior_source') or 'URDF'}"]
+    if not plausible:
+        return lines
+    held = result['holdout']['joints'].values()
+    better = all(h['identified'] is not None and h['identified'] < h['urdf'] for h in held)
+    for link, body in plausible['bodies'].items():
+        prior, status = (result['parameters'][f'{link}.m'][k] for k in ('urdf', 'status'))
+        ratio = body['mass'] / prior if prior > 0 else math.inf
+        if PRIOR_FLAG[0] <= ratio <= PRIOR_FLAG[1]:
+            continue
+        text = (f"  {link}: {body['mass']:.4g} kg, {100 * (ratio - 1):+.0f} % from the prior's "
+                f'{prior:.4g} kg: ')
+        if body['at_bound']:
+            text += ("at its bound: the torques want it beyond the prior's range, so the prior "
+                     "(bounds around the URDF's body) may be another arm's; trust neither "
+                     "figure, give the vendor's masses (--masses FILE)")
+        elif status == 'identified' and better:
+            text += ('the motion sees this mass and the held-out torques favour the identified '
+                     'model: trust it over the prior')
+        else:
+            text += ("the motion sees this mass only with its neighbours' (the torques are "
+                     "right, this body's share is not): trust the prior's mass, or the "
+                     "vendor's (--masses FILE)")
+        lines.append(text)
+    return lines
 
 
 def _body_lines(result):

@@ -39,6 +39,7 @@ from rnea_controller.analysis.identify import (
     Identification,
     parameters_from_file,
     parameters_yaml,
+    read_masses,
     WIDTHS,
     WINDOWS,
 )
@@ -342,7 +343,8 @@ class _Diagnostics:
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
                  progress=True, payload_link=None, plots=True, chunk_size=20000,
                  locked_joints=None, identify=False, friction_velocity_width=None,
-                 params_file=None, holdout=None, effort=DEFAULT_EFFORT, smoothing_window=None):
+                 params_file=None, holdout=None, effort=DEFAULT_EFFORT, smoothing_window=None,
+                 masses=None):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -364,6 +366,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
         friction_velocity_width: w [rad/s] of the friction model fc·tanh(qd / w), as the node's
             friction_velocity_width; None: chosen by the data (`identify.select`)
         smoothing_window: the identification's smoothing window [s]; None: chosen by the data
+        masses: a YAML file {link: mass [kg]} (a vendor's table): the identification's prior
+            masses and bounds for those bodies instead of the URDF's (`identify.read_masses`)
         params_file: a parameters file of the node (links.*, armature.*, friction.*,
             payload.*, gravity): the model is the node's with it, and the identification's prior
         holdout: a second bag of the same arm: the identification's held-out check predicts
@@ -393,7 +397,8 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
             model = model.with_armature(np.zeros(model.n))
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
-        options = {'width': friction_velocity_width, 'window_s': smoothing_window}
+        options = {'width': friction_velocity_width, 'window_s': smoothing_window,
+                   **read_masses(masses, model)}
         analysis = _Analysis(model, names, t0, run_start, payload_link,
                              options if identify else None, prior_friction,
                              holdout is not None, tracked, _mesh_dirs(urdf_path))
@@ -671,6 +676,9 @@ def build_parser():
                         help="w of the friction model fc·tanh(qd / w), as the node's "
                         'friction_velocity_width (default: chosen by cross-validation of the '
                         f"identification's data among {', '.join(map(str, WIDTHS))})")
+    parser.add_argument('--masses', metavar='FILE', help='with --identify: a YAML file '
+                        "{link: mass [kg]} (e.g. the vendor's table of link masses): the prior "
+                        "masses and bounds of those bodies instead of the URDF's")
     parser.add_argument('--smoothing-window', type=float, metavar='S',
                         help="the identification's smoothing window [s] (default: chosen by "
                         "cross-validation of the identification's data among "
@@ -706,7 +714,7 @@ def main(argv=None):
                               payload_link=args.payload_link, plots=not args.no_plots,
                               locked_joints=args.locked_joints, identify=args.identify,
                               friction_velocity_width=args.friction_velocity_width,
-                              smoothing_window=args.smoothing_window,
+                              smoothing_window=args.smoothing_window, masses=args.masses,
                               params_file=args.params_file, holdout=args.holdout,
                               effort=args.effort)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, the shell's code for it
