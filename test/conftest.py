@@ -23,6 +23,22 @@ os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
 REPO = Path(__file__).resolve().parents[1]
 
 
+# Real recordings (each with its README, licence and published model) live beside the project,
+# never in it: ../shared/data relative to the project root. A test that reads one skips where
+# it is absent.
+SHARED_DATA = REPO.parent / 'shared' / 'data'
+
+
+def shared_recording(name):
+    """Path of the real recording `name` in ../shared/data; the test skips, saying where it
+    looked, when it is not there."""
+    path = SHARED_DATA / name
+    if not (path / 'published_model.yaml').exists():
+        pytest.skip(f'real recording {name!r} not found at {path} (the shared data folder '
+                    '../shared/data beside the project root is absent)')
+    return path
+
+
 ROBOTS = Path(sysconfig.get_paths()['purelib']) / 'cmeel.prefix/share/example-robot-data/robots'
 
 

@@ -101,12 +101,22 @@ JOINT_KINDS = ('armature',) + FRICTION_KINDS  # each joint's columns after the b
 # prior scale floors: a column's RMS [its torque per unit] taken as at least this
 MIN_COLUMN_RMS = {'armature': 0.5, 'viscous': 0.05, 'coulomb': 0.5, 'offset': 0.5,
                   'stribeck': 0.5}
-SIGNED = ('offset',)  # the joint parameters that may be negative
+SIGNED = ('offset', 'stribeck')  # may be negative (a Stribeck curve falls or rises to c)
 DEFAULT_STRIBECK_VELOCITY = 0.3  # [rad/s], the node's default friction_stribeck_velocity
 # the friction models per joint, simplest first (control/friction.py): each adds its kinds
 FRICTION_MODELS = {'viscous+coulomb': (), '+offset': ('offset',),
                    '+offset+stribeck': ('offset', 'stribeck')}
-SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the held-out error this much
+SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the cross-validated error this much
+# Candidates the data choose among (`select`, blocked cross-validation of the identification's
+# own rows): the smoothing window [s]: issue 30's 20 ms (-3 dB at 51 Hz) and its doublings to
+# 320 ms (-3 dB at about 3 Hz, still above an excitation's harmonics, <= 0.5 Hz);
+WINDOWS = (0.02, 0.04, 0.08, 0.16, 0.32)
+# the Coulomb term's width w [rad/s], half decades from the creep of a joint held still while
+# others move (1e-4 rad/s, issue 44) to a third of SLIDING_SPEED;
+WIDTHS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+# the Stribeck velocity v_s [rad/s], half decades from a third of SLIDING_SPEED to 1 rad/s;
+STRIBECK_VELOCITIES = (0.03, 0.1, 0.3, 1.0)
+FOLDS = 5  # the identification's blocks (HOLDOUT_BLOCK s) go to this many folds, in turn
 HOLDOUT_SLACK = 0.1  # the fit fails when a joint's held-out error exceeds the prior's by this
 MASS_RANGE = (0.5, 2.0)  # a body's mass within these multiples of the URDF's
 # a bound the optimum sits on is met within this (relative; Clarabel's "optimal_inaccurate"
@@ -171,80 +181,192 @@ class _Rows:
         return np.array([np.sum(R[:, -1] ** 2) for R in self.R])
 
 
-class Identification:
-    """Every body's inertial parameters and each joint's armature and friction, from a run.
+class _Grams:
+    """Per part (a fold, or a held-out set) and joint, the Gram matrix [A_j | tau_j]ᵀ[A_j |
+    tau_j] of the joint's rows over its candidate columns (`_candidates`), and the counts."""
 
-    model: RobotModel (joint arrays in model order): its inertias and armature are the prior;
-    link: the link a payload was carried on (reported: its body's mass change), or None;
-    width: friction_velocity_width [rad/s]; stribeck_velocity: friction_stribeck_velocity
-    [rad/s]; prior_friction: (viscous, coulomb[, offset, stribeck]) each (n,), the prior of
-    the friction (default the URDF's <dynamics>, no offset nor Stribeck); holdout: True when a
-    second bag feeds `update(..., held_out=True)`, else blocks of this bag are held out;
-    mesh_dirs: where to look for a mesh's package:// or relative path (`bounds`).
-    """
+    def __init__(self, parts, n, size):
+        self.C = np.zeros((parts, n, size + 1, size + 1))
+        self.rows = np.zeros((parts, n), dtype=np.int64)
 
-    def __init__(self, model, link=None, width=DEFAULT_WIDTH, window_s=0.02,
-                 prior_friction=None, holdout=False,
-                 stribeck_velocity=DEFAULT_STRIBECK_VELOCITY, mesh_dirs=()):
-        self.model, self.link, self.width = model, link, width
-        self.stribeck_velocity, self.mesh_dirs = stribeck_velocity, tuple(mesh_dirs)
-        self.smoothers = {False: Smoother(window_s), True: Smoother(window_s)}
-        n = model.n
-        self.p = (10 + len(JOINT_KINDS)) * n
-        self.fit, self.held = _Rows(n, self.p), _Rows(n, self.p)
+    def add(self, part, j, A, b):
+        M = np.column_stack([A, b])
+        self.C[part, j] += M.T @ M
+        self.rows[part, j] += len(b)
+
+
+class _Stream:
+    """One candidate smoothing window: its `Smoother`s (the bag's, the second bag's), the rows
+    of each fold of the fit, of the held-out rows (every row, and the slow ones apart), and the
+    samples that slid."""
+
+    def __init__(self, window_s, n, size):
+        self.window_s, self.smoothers = window_s, None
+        self.fit = _Grams(FOLDS, n, size)
+        self.held = _Grams(2, n, size)  # 0: every held-out row, 1: the slow ones
+        self.sliding = np.zeros(n, dtype=np.int64)
         self.samples = 0
-        self.second_bag = holdout
-        self.friction_models = [next(iter(FRICTION_MODELS))] * n
-        self.excluded = _left_out(n, [()] * n)
         self.start, self.data_time = None, 0.0  # the last stamp [ns], data time [s]
-        self.q_low, self.q_high = np.full(n, np.inf), np.full(n, -np.inf)
-        friction = list((model.damping, model.friction) if prior_friction is None
-                        else prior_friction)
-        friction += [np.zeros(n)] * (len(FRICTION_KINDS) - len(friction))
-        self.prior = np.concatenate([inertial_parameters(model), model.armature, *friction])
 
-    @property
-    def names(self):
-        return parameter_names(self.model)
-
-    def update(self, stamps, q, qd, tau, held_out=False):
-        """Feed joint states (model order): stamps [ns], q [rad], qd [rad/s], tau [N·m];
-        `held_out`: rows of the second bag (prediction check only)."""
-        out = self.smoothers[held_out].update(stamps, q, qd, tau)
-        if out is None or not len(out[0]):
-            return
-        t, q, qd, qdd, tau = out
-        if not held_out:
-            self.q_low = np.minimum(self.q_low, q.min(axis=0))
-            self.q_high = np.maximum(self.q_high, q.max(axis=0))
-        steady = self.smoothers[held_out].steady  # (N, n): no velocity reversal in the window
-        A = self.rows(q, qd, qdd)
-        if held_out:
-            self._add(self.held, A, tau, qd, steady)
-            return
-        self.samples += len(t)
-        block = (self._data_time(t) // HOLDOUT_BLOCK).astype(np.int64)
-        left_out = ((block % HOLDOUT_EVERY) == 2) & (not self.second_bag)
-        self._add(self.fit, A, tau, qd, ~left_out[:, None] & steady)
-        self._add(self.held, A, tau, qd, left_out[:, None] & steady)
-
-    def q_range(self):
-        """(n,) [rad or m] each joint's range over the fit's samples (0 before any)."""
-        return np.maximum(self.q_high - self.q_low, 0.0)
-
-    def _data_time(self, t):
+    def data_times(self, t):
         """[s] of recorded data before each stamp t [ns]: time with each gap between samples
-        longer than MAX_STEP counted as MAX_STEP, so that the held-out blocks fall where the
-        data is (a gap would have emptied a block of wall time)."""
+        longer than MAX_STEP counted as MAX_STEP, so that the blocks fall where the data is (a
+        gap would have emptied a block of wall time)."""
         previous = t[0] if self.start is None else self.start
         steps = np.minimum(np.diff(np.concatenate([[previous], t])) * 1e-9, MAX_STEP)
         data_time = self.data_time + np.cumsum(np.maximum(steps, 0.0))
         self.start, self.data_time = t[-1], float(data_time[-1])
         return data_time
 
+
+def block_folds(data_time, second_bag):
+    """(held (N,) bool, fold (N,)) of samples at data times [s]: without a second bag the 3rd
+    of every HOLDOUT_EVERY blocks of HOLDOUT_BLOCK s is held out (of everything: fit and
+    choice); the others go to FOLDS folds, block by block, for the choice of the filter and
+    the friction model (`select`)."""
+    block = (data_time // HOLDOUT_BLOCK).astype(np.int64)
+    held = ((block % HOLDOUT_EVERY) == 2) & (not second_bag)
+    return held, (block + block // HOLDOUT_EVERY) % FOLDS
+
+
+class Identification:
+    """Every body's inertial parameters and each joint's armature and friction, from a run.
+
+    model: RobotModel (joint arrays in model order): its inertias and armature are the prior;
+    link: the link a payload was carried on (reported: its body's mass change), or None;
+    width: friction_velocity_width [rad/s], or None: chosen by the data among WIDTHS;
+    window_s: the smoothing window [s], or None: chosen by the data among WINDOWS;
+    prior_friction: (viscous, coulomb[, offset, stribeck]) each (n,), the prior of the friction
+    (default the URDF's <dynamics>, no offset nor Stribeck); holdout: True when a second bag
+    feeds `update(..., held_out=True)`, else blocks of this bag are held out;
+    stribeck_velocity: friction_stribeck_velocity [rad/s], or None: chosen among
+    STRIBECK_VELOCITIES; mesh_dirs: where to look for a mesh's path (`bounds`); masses:
+    {link: mass [kg]} of a vendor's table (`--masses FILE`), the prior's masses and bounds
+    instead of the URDF's (each such body scaled to it: its com kept, its inertia scaled);
+    prior_source: where the prior comes from (said in the report).
+    """
+
+    def __init__(self, model, link=None, width=None, window_s=None, prior_friction=None,
+                 holdout=False, stribeck_velocity=None, mesh_dirs=(), masses=None,
+                 prior_source='URDF'):
+        self.model, self.link, self.mesh_dirs = model, link, tuple(mesh_dirs)
+        self.fixed = {'window': window_s, 'width': width, 'stribeck': stribeck_velocity}
+        self.widths = WIDTHS if width is None else (float(width),)
+        self.stribeck_velocities = (STRIBECK_VELOCITIES if stribeck_velocity is None
+                                    else (float(stribeck_velocity),))
+        windows = WINDOWS if window_s is None else (float(window_s),)
+        n = model.n
+        self.p = (10 + len(JOINT_KINDS)) * n
+        self.size = 10 * n + 3 + len(self.widths) * (1 + len(self.stribeck_velocities))
+        self.streams = [_Stream(w, n, self.size) for w in windows]
+        self.decimate = None
+        self.second_bag, self.prior_source = holdout, prior_source
+        self.width = DEFAULT_WIDTH if width is None else float(width)
+        self.stribeck_velocity = (DEFAULT_STRIBECK_VELOCITY if stribeck_velocity is None
+                                  else float(stribeck_velocity))
+        self.window_s = windows[0]
+        self.friction_models = [next(iter(FRICTION_MODELS))] * n
+        self.excluded = _left_out(n, [()] * n)
+        self.selection = None
+        self.q_low, self.q_high = np.full(n, np.inf), np.full(n, -np.inf)
+        friction = list((model.damping, model.friction) if prior_friction is None
+                        else prior_friction)
+        friction += [np.zeros(n)] * (len(FRICTION_KINDS) - len(friction))
+        self.prior = np.concatenate([_scaled_bodies(model, masses or {}), model.armature,
+                                     *friction])
+
+    @property
+    def names(self):
+        return parameter_names(self.model)
+
+    @property
+    def samples(self):
+        return self._stream().samples
+
+    def _stream(self):
+        return next(s for s in self.streams if s.window_s == self.window_s)
+
+    def update(self, stamps, q, qd, tau, held_out=False):
+        """Feed joint states (model order): stamps [ns], q [rad], qd [rad/s], tau [N·m];
+        `held_out`: rows of the second bag (prediction check only)."""
+        if self.decimate is None and len(stamps) >= 3:
+            self.decimate = _common_decimation(stamps, WINDOWS[0])
+        if self.decimate is None:
+            return
+        for stream in self.streams:
+            self._update(stream, stamps, q, qd, tau, held_out)
+
+    def _update(self, stream, stamps, q, qd, tau, held_out):
+        if stream.smoothers is None:
+            stream.smoothers = {b: Smoother(stream.window_s, self.decimate) for b in (0, 1)}
+        smoother = stream.smoothers[held_out]
+        out = smoother.update(stamps, q, qd, tau)
+        if out is None or not len(out[0]):
+            return
+        t, q, qd, qdd, _ = out
+        tau = smoother.raw_tau
+        A = self.candidates(q, qd, qdd)
+        slow = np.abs(qd) < SLIDING_SPEED
+        if held_out:
+            self._add(stream.held, A, tau, 0, np.ones(len(t), bool), slow)
+            return
+        if stream is self.streams[0]:
+            self.q_low = np.minimum(self.q_low, q.min(axis=0))
+            self.q_high = np.maximum(self.q_high, q.max(axis=0))
+        stream.samples += len(t)
+        stream.sliding += np.sum(~slow, axis=0)
+        held, fold = block_folds(stream.data_times(t), self.second_bag)
+        for f in range(FOLDS):
+            self._add(stream.fit, A, tau, f, ~held & (fold == f))
+        self._add(stream.held, A, tau, 0, held, slow)
+
+    def _add(self, grams, A, tau, part, mask, slow=None):
+        """Every joint's rows where `mask` to `grams`' part `part`; with `slow` (N, n), joint
+        j's where also slow[:, j] to part 1."""
+        if not mask.any():
+            return
+        for j in range(self.model.n):
+            grams.add(part, j, A[mask, j], tau[mask, j])
+            both = mask & slow[:, j] if slow is not None else np.zeros(0, bool)
+            if both.any():
+                grams.add(1, j, A[both, j], tau[both, j])
+
+    def q_range(self):
+        """(n,) [rad or m] each joint's range over the fit's samples (0 before any)."""
+        return np.maximum(self.q_high - self.q_low, 0.0)
+
+    @property
+    def data_time(self):
+        return self._stream().data_time
+
+    def candidates(self, q, qd, qdd):
+        """A (N, n, size): per joint its rows over the candidate columns: the regressor Y,
+        then qdd (armature), qd (viscous), 1 (offset), the Coulomb column per width of
+        `widths`, the Stribeck column per (width, Stribeck velocity), each
+        `friction.friction_columns`'s."""
+        N, n = q.shape
+        own = [qdd, qd, np.ones_like(qd)]
+        own += [friction_columns(qd, w, 1.0)[..., 1] for w in self.widths]
+        own += [friction_columns(qd, w, v)[..., 3] for w in self.widths
+                for v in self.stribeck_velocities]
+        return np.concatenate([regressor_batch(self.model, q, qd, qdd),
+                               np.stack(own, axis=-1)], axis=2)
+
+    def local_columns(self, width_index, velocity_index):
+        """(local (10n + 5,), global (10n + 5, n)) indices: joint j's candidate columns of
+        the (width, Stribeck velocity) pair, and where each goes in x (JOINT_KINDS' order)."""
+        n, nw, nv = self.model.n, len(self.widths), len(self.stribeck_velocities)
+        base = 10 * n
+        local = list(range(base)) + [base, base + 1, base + 3 + width_index, base + 2,
+                                     base + 3 + nw + width_index * nv + velocity_index]
+        glob = np.array([list(range(base)) + [base + m * n + j for m in range(5)]
+                         for j in range(n)]).T
+        return np.array(local), glob
+
     def rows(self, q, qd, qdd):
         """A (N, n, p): the regressor Y, then per joint kind (JOINT_KINDS) a column per joint:
-        armature (qdd), then the friction's (`friction.friction_columns`)."""
+        armature (qdd), then the friction's (`friction.friction_columns`) at the chosen
+        width and Stribeck velocity."""
         N, n = q.shape
         joint = np.zeros((N, n, len(JOINT_KINDS) * n))
         joint[:, np.arange(n), np.arange(n)] = qdd
@@ -253,15 +375,55 @@ class Identification:
             joint[:, np.arange(n), (m + 1) * n + np.arange(n)] = columns[..., m]
         return np.concatenate([regressor_batch(self.model, q, qd, qdd), joint], axis=2)
 
-    def _add(self, rows, A, tau, qd, mask):
-        sliding = (np.abs(qd) >= SLIDING_SPEED) & mask
-        for j in range(self.model.n):
-            if sliding[:, j].any():
-                rows.add(j, A[sliding[:, j], j], tau[sliding[:, j], j])
-
     def result(self):
         """The fit: see `solve`."""
         return solve(self)
+
+
+def read_masses(path, model):
+    """{'masses': {link: [kg]}, 'prior_source': ...} of a YAML file of link masses (a vendor's
+    table: `link: kg` lines, or under a `masses:` key), or {} without a file. ParameterError
+    naming the file and what is wrong."""
+    if path is None:
+        return {}
+    try:
+        tree = yaml.safe_load(open(path).read())
+    except (OSError, yaml.YAMLError) as error:
+        raise ParameterError(f'--masses {path}: cannot read it: {error}') from None
+    tree = tree.get('masses', tree) if isinstance(tree, dict) else tree
+    if not isinstance(tree, dict) or not all(isinstance(v, (int, float)) for v in tree.values()):
+        raise ParameterError(f'--masses {path}: expected lines `link: mass_in_kg`, got {tree!r}')
+    masses = {str(k): float(v) for k, v in tree.items()}
+    _scaled_bodies(model, masses)  # checks the names and values
+    return {'masses': masses, 'prior_source': f'{path} for ' + ', '.join(masses)
+            + ", the URDF's for the other bodies"}
+
+
+def _scaled_bodies(model, masses):
+    """θ (10n,) of the model's bodies, each one named in `masses` {link: [kg]} scaled to that
+    mass (a uniform change of density: the com stays, the inertia scales with the mass).
+    ParameterError naming a link that is no moving body, or a mass that is not positive."""
+    theta = inertial_parameters(model).copy()
+    links = body_link_names(model)
+    unknown = sorted(set(masses) - set(links))
+    if unknown:
+        raise ParameterError(f'masses given for {unknown}, which are not moving bodies of the '
+                             f'model (its bodies: {links})')
+    for link, mass in masses.items():
+        i = links.index(link)
+        if not (isinstance(mass, (int, float)) and mass > 0 and theta[10 * i] > 0):
+            raise ParameterError(f"{link}: mass {mass!r} kg (the URDF's {theta[10 * i]:g} "
+                                 'kg): a body to scale needs a positive mass on both sides')
+        theta[10 * i:10 * i + 10] *= mass / theta[10 * i]
+    return theta
+
+
+def _common_decimation(stamps, window_s):
+    """Every how many samples a row is kept: half the smallest candidate window's samples
+    (`Smoother`'s own rule for it), the same for every window, given or chosen, so that they
+    are compared on the same instants."""
+    dt = np.median(np.diff(np.asarray(stamps, np.int64))) * 1e-9
+    return max(1, max(5, 2 * int(round(window_s / dt / 2)) + 1) // 2)
 
 
 # ---------------------------------------------------------------------------- the solve
@@ -273,6 +435,12 @@ def solve(ident):
     what a file of this fit must not be written for (`checks`), 'lacking' what the motion
     lacked."""
     started = time.perf_counter()
+    if ident._stream().fit.rows.sum():
+        select(ident)
+    else:  # nothing recorded: the prior, and the checks say why
+        empty = _Rows(ident.model.n, ident.p)
+        ident.fit = ident.held = ident.held_slow = empty
+        ident.validation = None
     model, fit, x0, n = ident.model, ident.fit, ident.prior, ident.model.n
     weights, base, x, limits = _estimate(ident)
     x, stayed = _snap_stayed(x, x0, ident.names, n)
@@ -293,6 +461,10 @@ def solve(ident):
         'friction_models': dict(zip(model.joint_names, ident.friction_models)),
         'friction_velocity_width': ident.width,
         'friction_stribeck_velocity': ident.stribeck_velocity,
+        'smoothing': {'window_s': ident.window_s, 'decimate': ident.decimate,
+                      'chosen_by': {k: 'given' if v is not None else 'the data'
+                                    for k, v in ident.fixed.items()}},
+        'selection': ident.selection, 'prior_source': ident.prior_source,
         'residual_rms_before': _rms(fit, x0, model), 'residual_rms_after': _rms(fit, x, model),
         'holdout': _holdout(ident, x, x0),
         'payload': _payload_change(model, ident.link, x, x0, status),
@@ -314,15 +486,29 @@ def _estimate(ident):
                             'null_share': np.ones(ident.p), 'null': np.eye(ident.p),
                             'scale': np.ones(ident.p)}, x0.copy(), limits
     weights = _weights(fit, x0)
-    ident.friction_models, ident.excluded = select_friction(ident, weights)
     fit = fit.without(ident.excluded)
     base = base_parameters(fit, weights, ident.names)
     R, scales = _combined_factor(fit, weights), _prior_scales(fit, weights)
     x = consistent_fit(R, x0, n, scales, base, limits)
     if limits.total_active(x):
         relaxed = consistent_fit(R, x0, n, scales, base, limits.without_total())
-        x = limits.judge_total(x, relaxed, ident)
+        x = limits.judge_total(x, relaxed, _total_evidence(ident, weights, scales, base,
+                                                           limits))
     return weights, base, x, limits
+
+
+def _total_evidence(ident, weights, scales, base, limits):
+    """(validation rows, the fit with the total's bound, without it), both fitted on the
+    other folds (`_validation_split`), or None: the total's bound is judged on the
+    identification's own data, never on the held-out rows."""
+    if ident.validation is None:
+        return None
+    train, validation = (rows.without(ident.excluded) for rows in ident.validation)
+    R = _combined_factor(train, weights)
+    n, x0 = ident.model.n, ident.prior
+    bounded = consistent_fit(R, x0, n, scales, base, limits)
+    free = consistent_fit(R, x0, n, scales, base, limits.without_total())
+    return validation, bounded, free
 
 
 def _unseen_change(base, x, x0):
@@ -334,30 +520,134 @@ def _unseen_change(base, x, x0):
     return float(np.linalg.norm(base['null'] @ delta) / norm) if norm > 0 else 0.0
 
 
-def select_friction(ident, weights):
-    """(the friction model's name per joint, the mask (p,) of the columns left out): per
-    joint the simplest of FRICTION_MODELS unless a richer one lowers its held-out squared
-    error SELECT_GAIN (each model fit by weighted least squares on every joint at once; a
-    joint without held-out rows keeps the simplest)."""
-    n, x0, held = ident.model.n, ident.prior, ident.held
-    G, g, _ = ident.fit.normal(weights)
-    errors = {}
-    for name, kinds in FRICTION_MODELS.items():
-        out = _left_out(n, [kinds] * n)
-        keep = ~out
-        x = x0.copy()
-        x[keep] = _least_squares(G[np.ix_(keep, keep)], g[keep] - G[np.ix_(keep, out)] @ x0[out],
-                                 x0[keep])
-        errors[name] = held.sse(x)
-    names = list(FRICTION_MODELS)
-    chosen = []
+def _global_grams(ident, C, width_index, velocity_index):
+    """(n, p+1, p+1): each joint's Gram `C[j]` over its candidate columns, placed in x's
+    layout for one (width, Stribeck velocity) pair (`Identification.local_columns`)."""
+    local, glob = ident.local_columns(width_index, velocity_index)
+    n, p = ident.model.n, ident.p
+    out = np.zeros((n, p + 1, p + 1))
+    li = np.append(local, ident.size)
     for j in range(n):
-        best = names[0]
-        for name in names[1:]:
-            if held.rows[j] and errors[name][j] < (1 - SELECT_GAIN) * errors[best][j]:
-                best = name
-        chosen.append(best)
-    return chosen, _left_out(n, [FRICTION_MODELS[name] for name in chosen])
+        gi = np.append(glob[:, j], p)
+        out[j][np.ix_(gi, gi)] = C[j][np.ix_(li, li)]
+    return out
+
+
+def _rows_of(grams, rows):
+    """`_Rows` with RᵀR = each joint's Gram (n, p+1, p+1): R = Λ^½ Vᵀ of its eigenpairs."""
+    n, size = grams.shape[0], grams.shape[1] - 1
+    out = _Rows(n, size)
+    for j in range(n):
+        values, vectors = np.linalg.eigh(grams[j])
+        out.R[j] = np.sqrt(np.maximum(values, 0.0))[:, None] * vectors.T
+        out.rows[j] = rows[j]
+    return out
+
+
+def _sse(grams, x):
+    """(n,) Σ (tau_j - A_j x)² per joint from its Gram [A | tau]ᵀ[A | tau]."""
+    z = np.append(x, -1.0)
+    return np.maximum(np.einsum('a,jab,b->j', z, grams, z), 0.0)
+
+
+def _cv_errors(ident, stream, pair, kinds_per_joint, weights):
+    """(n,) each joint's relative squared error over the folds, Σ_f SSE_f / Σ_f tau²_f, every
+    fold predicted by the weighted least-squares fit of the others (the joints' friction
+    kinds `kinds_per_joint`, the (width, Stribeck velocity) `pair` of indices)."""
+    n, p, x0 = ident.model.n, ident.p, ident.prior
+    folds = [_global_grams(ident, stream.fit.C[f], *pair) for f in range(FOLDS)]
+    weighted = [np.einsum('j,jab->ab', weights, g) for g in folds]
+    total = sum(weighted)
+    out = _left_out(n, kinds_per_joint)
+    keep = ~out
+    sse, tau2 = np.zeros(n), np.zeros(n)
+    for f, grams in enumerate(folds):
+        if not stream.fit.rows[f].any() or stream.fit.rows[f].sum() == stream.fit.rows.sum():
+            continue
+        train = total - weighted[f]
+        G, g = train[:p, :p], train[:p, p]
+        x = x0.copy()
+        x[keep] = _least_squares(G[np.ix_(keep, keep)],
+                                 g[keep] - G[np.ix_(keep, out)] @ x0[out], x0[keep])
+        sse += _sse(grams, x)
+        tau2 += grams[:, p, p]
+    return sse / np.maximum(tau2, 1e-300)
+
+
+def _nearest(values, value):
+    return int(np.argmin(np.abs(np.log(np.asarray(values) / value))))
+
+
+def select(ident):
+    """Choose, by blocked cross-validation of the identification's own rows (`_cv_errors`;
+    never the held-out ones): the smoothing window (WINDOWS), then the Coulomb width and the
+    Stribeck velocity (WIDTHS × STRIBECK_VELOCITIES), each with the richest friction model
+    on every joint, then per joint its friction model (the simplest of FRICTION_MODELS unless
+    a richer one lowers its cross-validated squared error by SELECT_GAIN). Sets them on
+    `ident` with its fit rows (`fit`, every fold) and held-out rows (`held`, `held_slow`);
+    `ident.selection` says what each choice weighed."""
+    n = ident.model.n
+    richest = [list(FRICTION_MODELS.values())[-1]] * n
+    default = (_nearest(ident.widths, DEFAULT_WIDTH),
+               _nearest(ident.stribeck_velocities, DEFAULT_STRIBECK_VELOCITY))
+    weights = {}
+    for stream in ident.streams:
+        fit = _global_grams(ident, stream.fit.C.sum(axis=0), *default)
+        weights[stream.window_s] = _weights(_rows_of(fit, stream.fit.rows.sum(axis=0)),
+                                            ident.prior)
+    by_window = {s.window_s: float(np.mean(_cv_errors(ident, s, default, richest,
+                                                      weights[s.window_s])))
+                 for s in ident.streams}
+    ident.window_s = min(by_window, key=by_window.get)
+    stream, w = ident._stream(), weights[ident.window_s]
+    pairs = [(a, b) for a in range(len(ident.widths))
+             for b in range(len(ident.stribeck_velocities))]
+    by_pair = {pair: float(np.mean(_cv_errors(ident, stream, pair, richest, w)))
+               for pair in pairs}
+    pair = min(by_pair, key=by_pair.get)
+    ident.width = ident.widths[pair[0]]
+    ident.stribeck_velocity = ident.stribeck_velocities[pair[1]]
+    errors = {name: _cv_errors(ident, stream, pair, [kinds] * n, w)
+              for name, kinds in FRICTION_MODELS.items()}
+    ident.friction_models = [_simplest(errors, j) for j in range(n)]
+    ident.excluded = _left_out(n, [FRICTION_MODELS[m] for m in ident.friction_models])
+    total = stream.fit.rows.sum(axis=0)
+    ident.fit = _rows_of(_global_grams(ident, stream.fit.C.sum(axis=0), *pair), total)
+    ident.held, ident.held_slow = (_rows_of(_global_grams(ident, stream.held.C[k], *pair),
+                                            stream.held.rows[k]) for k in (0, 1))
+    ident.validation = _validation_split(ident, stream, pair)
+    ident.selection = {
+        'method': f'blocked cross-validation: {HOLDOUT_BLOCK:g}-s blocks of the '
+                  f'identification data in {FOLDS} folds (held-out rows not used)',
+        'window_s': {f'{k:g}': v for k, v in by_window.items()},
+        'width_stribeck': {f'{ident.widths[a]:g}, {ident.stribeck_velocities[b]:g}': v
+                           for (a, b), v in by_pair.items()},
+        'models': {name: dict(zip(ident.model.joint_names, e.tolist()))
+                   for name, e in errors.items()}}
+
+
+def _simplest(errors, j):
+    """The simplest friction model of joint j unless a richer one's error is SELECT_GAIN
+    lower."""
+    names = list(errors)
+    best = names[0]
+    for name in names[1:]:
+        if errors[name][j] < (1 - SELECT_GAIN) * errors[best][j]:
+            best = name
+    return best
+
+
+def _validation_split(ident, stream, pair):
+    """(training rows, validation rows): every fold but the one with the most rows, and that
+    one (`Plausibility.judge_total`'s evidence), or None with fewer than two folds."""
+    counts = stream.fit.rows.sum(axis=1)
+    if np.count_nonzero(counts) < 2:
+        return None
+    f = int(np.argmax(counts))
+    train = np.delete(stream.fit.C, f, axis=0).sum(axis=0)
+    rows = stream.fit.rows.sum(axis=0) - stream.fit.rows[f]
+    return (_rows_of(_global_grams(ident, train, *pair), rows),
+            _rows_of(_global_grams(ident, stream.fit.C[f], *pair), stream.fit.rows[f]))
 
 
 def _left_out(n, kinds_per_joint):
@@ -604,25 +894,26 @@ class Plausibility:
         return self.total is not None and min(abs(total - b) for b in self.total) <= (
             1e-4 * self.total0)
 
-    def judge_total(self, x, relaxed, ident):
-        """x, or `relaxed` (the fit without the total's bound) when its held-out relative
-        torque error is TOTAL_EVIDENCE lower (the data say the total is not the URDF's: the
-        note says so)."""
-        held = ident.held
-        tau2 = np.maximum(held.tau_squares(), 1e-300)
-        seen = held.rows > 0
-        if not seen.any():
-            self.note = 'total mass at its bound (no held-out rows to judge beyond it)'
+    def judge_total(self, x, relaxed, evidence):
+        """x, or `relaxed` (the fit without the total's bound) when, fitted on all folds but
+        one, it predicts that fold's rows with a relative torque error TOTAL_EVIDENCE lower
+        (`_total_evidence`: the data say the total is not the prior's; the note says so)."""
+        if evidence is None:
+            self.note = 'total mass at its bound (too few blocks to judge beyond it)'
             return x
-        bounded, free = (float(np.sum(held.sse(v)[seen] / tau2[seen])) for v in (x, relaxed))
+        rows, bounded_fit, free_fit = evidence
+        tau2 = np.maximum(rows.tau_squares(), 1e-300)
+        seen = rows.rows > 0
+        bounded, free = (float(np.sum(rows.sse(v)[seen] / tau2[seen]))
+                         for v in (bounded_fit, free_fit))
         total = float(np.sum(relaxed[0:10 * self.n:10]))
         if free < (1 - TOTAL_EVIDENCE) * bounded:
             self.total = None
-            self.note = (f'the held-out torques put the total mass at {total:.4g} kg, '
-                         f"{100 * (total / self.total0 - 1):+.1f} % from the URDF's "
+            self.note = (f'the cross-validated torques put the total mass at {total:.4g} kg, '
+                         f"{100 * (total / self.total0 - 1):+.1f} % from the prior's "
                          f'{self.total0:.4g} kg, beyond ±{100 * TOTAL_RANGE:g} %')
             return relaxed
-        self.note = (f'total mass at its bound; without it ({total:.4g} kg) the held-out '
+        self.note = (f'total mass at its bound; without it ({total:.4g} kg) the cross-validated '
                      'torques were no better')
         return x
 
@@ -696,11 +987,12 @@ def checks(ident, result, base):
     states; a controlled joint that barely slid; held-out torques missing or worse than the
     URDF's; an implausible body) and what the motion lacked, with how to record a better one.
     """
-    model, fit = ident.model, ident.fit
+    model = ident.model
     reachable, share = _reachable(ident)
     failures = []
+    sliding = ident._stream().sliding
     quiet = [joint for j, joint in enumerate(model.joint_names)
-             if fit.rows[j] < MIN_SLIDING_SHARE * max(ident.samples, 1)]
+             if sliding[j] < MIN_SLIDING_SHARE * max(ident.samples, 1)]
     unexcited = [name for k, name in enumerate(ident.names)
                  if base['null_share'][k] > share[k] + 1e-3 and not ident.excluded[k]]
     if result['rank'] < reachable:
@@ -801,20 +1093,36 @@ def _rms(rows, x, model):
 
 
 def _holdout(ident, x, x0):
-    """Relative RMS per joint on the held-out rows: the URDF's (prior) and the identified."""
-    held = ident.held
-    tau2 = held.tau_squares()
+    """Relative RMS per joint on the held-out rows, the URDF's (prior) and the identified:
+    on every row, and apart on the slow ones (|qd| < SLIDING_SPEED: creep, stops, reversals)
+    and the moving ones (the others)."""
     out = {'source': 'second bag' if ident.second_bag else
-           f'one {HOLDOUT_BLOCK:g}-s block in {HOLDOUT_EVERY} of this bag', 'joints': {}}
+           f'one {HOLDOUT_BLOCK:g}-s block in {HOLDOUT_EVERY} of this bag', 'joints': {},
+           'slow_speed': SLIDING_SPEED}
+    every, slow = (_errors(rows, x, x0) for rows in (ident.held, ident.held_slow))
+    moving = tuple(a - b for a, b in zip(every, slow))
     for j, joint in enumerate(ident.model.joint_names):
-        if held.rows[j] == 0 or tau2[j] <= 0:
-            out['joints'][joint] = {'rows': 0, 'urdf': None, 'identified': None}
-            continue
-        before, after = held.sse(x0)[j], held.sse(x)[j]
-        out['joints'][joint] = {'rows': int(held.rows[j]),
-                                'urdf': math.sqrt(before / tau2[j]),
-                                'identified': math.sqrt(after / tau2[j])}
+        out['joints'][joint] = {**_relative(every, j), 'slow': _relative(slow, j),
+                                'moving': _relative(moving, j)}
     return out
+
+
+def _errors(rows, x, x0):
+    """(rows, Σ tau², SSE of the prior, SSE of x) per joint (n,) of a set of rows."""
+    return (rows.rows.astype(float), rows.tau_squares() if rows.rows.any() else
+            np.zeros(len(rows.rows)), rows.sse(x0), rows.sse(x))
+
+
+def _relative(errors, j):
+    """{rows, urdf, identified (relative RMS), rms_urdf, rms_identified [N·m]} of joint j."""
+    count, tau2, before, after = (float(e[j]) for e in errors)
+    if count < 0.5 or tau2 <= 0:
+        return {'rows': 0, 'urdf': None, 'identified': None, 'rms_urdf': None,
+                'rms_identified': None}
+    before, after = max(before, 0.0), max(after, 0.0)
+    return {'rows': int(round(count)), 'urdf': math.sqrt(before / tau2),
+            'identified': math.sqrt(after / tau2), 'rms_urdf': math.sqrt(before / count),
+            'rms_identified': math.sqrt(after / count)}
 
 
 def body_inertials(model, x, stayed=()):

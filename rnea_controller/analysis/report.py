@@ -72,9 +72,11 @@ def _payload_line(residual):
     line = (f"estimated payload: {residual['payload_kg']:.3f} kg "
             f"(± {residual['payload_std_kg']:.3f}, at {residual['payload_link']})")
     if residual['payload_kg'] < -max(3 * residual['payload_std_kg'], 0.01):
-        line += (f" (negative: the model carries {-residual['payload_kg']:.3g} kg more at "
-                 f"{residual['payload_link']} than the arm did, e.g. a hand or tool in the "
-                 'URDF that was not on the arm)')
+        line += (f" (negative: the model puts {-residual['payload_kg']:.3g} kg more at "
+                 f"{residual['payload_link']} than the torques show; this one number cannot "
+                 'tell apart a hand or tool in the URDF that was not on the arm, inertias in '
+                 "the URDF that are not this arm's, and unmodelled friction or offsets: "
+                 '--identify fits each body and says which to trust)')
     return line
 
 
@@ -85,10 +87,26 @@ def _identification_lines(result):
              f"number {result['condition_number']:.3g}; solved in "
              f"{result['solve_time_s']:.2f} s):"]
     held = result['holdout']
-    lines.append(f"  held-out relative torque RMS ({held['source']}), URDF -> identified:")
+    lines.append(f"  held-out relative torque RMS ({held['source']}), URDF -> identified, on "
+                 f"every row; on the slow rows (|qd| < {held['slow_speed']:g} rad/s) apart:")
     for joint, h in held['joints'].items():
+        slow = h['slow']
         lines.append(f"    {joint}: {_fmt(h['urdf'], 100, 2)} % -> "
-                     f"{_fmt(h['identified'], 100, 2)} % ({h['rows']} rows)")
+                     f"{_fmt(h['identified'], 100, 2)} % ({h['rows']} rows); slow "
+                     f"{_fmt(slow['urdf'], 100, 2)} % -> {_fmt(slow['identified'], 100, 2)} % "
+                     f"({slow['rows']} rows)")
+    smoothing = result.get('smoothing')
+    if smoothing:
+        chosen = smoothing['chosen_by']
+        lines.append(f"  smoothing window {1e3 * smoothing['window_s']:.0f} ms (chosen by "
+                     f"{chosen['window']}), friction width {result['friction_velocity_width']:g}"
+                     f" rad/s (by {chosen['width']}), Stribeck velocity "
+                     f"{result['friction_stribeck_velocity']:g} rad/s (by {chosen['stribeck']})"
+                     + ('; ' + result['selection']['method'] if result.get('selection') else ''))
+        if result.get('selection') and len(result['selection']['window_s']) > 1:
+            errors = result['selection']['window_s'].items()
+            lines.append('  cross-validated relative squared torque error per window: '
+                         + ', '.join(f'{1e3 * float(w):.0f} ms {e:.3g}' for w, e in errors))
     lines.append('  fit residual RMS [N·m], URDF -> identified: ' + ', '.join(
         f"{j} {_fmt(b)} -> {_fmt(result['residual_rms_after'][j])}"
         for j, b in result['residual_rms_before'].items()))
@@ -116,7 +134,42 @@ def _identification_lines(result):
         lines.append(f"  a payload on {payload['link']} is part of the body of "
                      f"{payload['body_link']}: its mass {payload['mass_change']:+.4g} kg from "
                      f"the URDF's (that mass {payload['mass_status']})")
-    return lines + _plausibility_lines(result) + _file_lines(result)
+    return lines + _plausibility_lines(result) + _prior_lines(result) + _file_lines(result)
+
+
+PRIOR_FLAG = (0.8, 1.25)  # a body's identified mass outside these multiples of the prior's
+
+
+def _prior_lines(result):
+    """Where the prior comes from, and each body far from it (beyond PRIOR_FLAG): whether the
+    data or the prior is to be trusted for it."""
+    plausible = result.get('plausibility')
+    lines = [f"  prior (masses, bounds, what the motion does not see): "
+             f"{result.get('prior_source') or 'URDF'}"]
+    if not plausible:
+        return lines
+    held = result['holdout']['joints'].values()
+    better = all(h['identified'] is not None and h['identified'] < h['urdf'] for h in held)
+    for link, body in plausible['bodies'].items():
+        prior, status = (result['parameters'][f'{link}.m'][k] for k in ('urdf', 'status'))
+        ratio = body['mass'] / prior if prior > 0 else math.inf
+        if PRIOR_FLAG[0] <= ratio <= PRIOR_FLAG[1]:
+            continue
+        text = (f"  {link}: {body['mass']:.4g} kg, {100 * (ratio - 1):+.0f} % from the prior's "
+                f'{prior:.4g} kg: ')
+        if body['at_bound']:
+            text += ("at its bound: the torques want it beyond the prior's range, so the prior "
+                     "(bounds around the URDF's body) may be another arm's; trust neither "
+                     "figure, give the vendor's masses (--masses FILE)")
+        elif status == 'identified' and better:
+            text += ('the motion sees this mass and the held-out torques favour the identified '
+                     'model: trust it over the prior')
+        else:
+            text += ("the motion sees this mass only with its neighbours' (the torques are "
+                     "right, this body's share is not): trust the prior's mass, or the "
+                     "vendor's (--masses FILE)")
+        lines.append(text)
+    return lines
 
 
 def _body_lines(result):

@@ -41,13 +41,16 @@ class Smoother:
     """Feed joint-state chunks; get back the filtered samples whose window is complete.
 
     After each `update`, `steady` is the (K, n) mask of its samples without a velocity
-    reversal in their window (module docstring).
+    reversal in their window (module docstring), and `raw_tau` (K, n) the torques as measured
+    at the returned instants, unfiltered (the identification's target: a filter's width then
+    changes the prediction, not what it is scored against).
     """
 
     def __init__(self, window_s=0.02, decimate=None):
         self.window_s, self.decimate = window_s, decimate
         self.window = None
         self.steady = None
+        self.raw_tau = None
         self._tail = None
         self._last = None  # the last stamp taken [ns]
         self._index = 0  # index in the run of the first sample of the tail
@@ -114,6 +117,7 @@ class Smoother:
             qd_f, qdd_f = fit(x, 0), fit(x, 1)
             sign = np.sign(x)
         self.steady = np.all(sign == sign[..., :1], axis=-1) & (sign[..., 0] != 0)
+        self.raw_tau = tau[centre][keep]
         return t[centre][keep], fit(xq, 0), qd_f, qdd_f, fit(xt, 0)
 
 

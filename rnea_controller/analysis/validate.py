@@ -36,10 +36,12 @@ import numpy as np
 from rnea_controller.analysis import bagio, metrics
 from rnea_controller.analysis.delay import DelayStats
 from rnea_controller.analysis.identify import (
-    DEFAULT_WIDTH,
     Identification,
     parameters_from_file,
     parameters_yaml,
+    read_masses,
+    WIDTHS,
+    WINDOWS,
 )
 from rnea_controller.analysis.motion import (
     motion_failures,
@@ -215,16 +217,16 @@ def check_states(bag, topics, model):
 class _Analysis:
     """Every statistic of one run, fed chunk by chunk from the bag."""
 
-    def __init__(self, model, names, t0, run_start, payload_link, identify_width=None,
+    def __init__(self, model, names, t0, run_start, payload_link, identify=None,
                  prior_friction=None, holdout=False, tracked=True, mesh_dirs=()):
         self.model, self.names = model, names
         self.tracked = tracked  # False: joint states alone (no reference, no commands)
         self.derivatives = None if tracked else Smoother(decimate=1)  # the residual's q̇, q̈
         self.run_start = run_start  # bag time [ns] of the controller's first reference
         self.before_run = 0  # joint states recorded before it
-        self.identification = None if identify_width is None else Identification(
-            model, payload_link, identify_width, prior_friction=prior_friction,
-            holdout=holdout, mesh_dirs=mesh_dirs)
+        self.identification = None if identify is None else Identification(
+            model, payload_link, prior_friction=prior_friction, holdout=holdout,
+            mesh_dirs=mesh_dirs, **identify)
         self.columns = [model.joint_index(n) for n in names]
         limits = model.effort_limits[self.columns]
         self.loop = metrics.TimingStats(t0)
@@ -340,8 +342,9 @@ class _Diagnostics:
 
 def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=None,
                  progress=True, payload_link=None, plots=True, chunk_size=20000,
-                 locked_joints=None, identify=False, friction_velocity_width=DEFAULT_WIDTH,
-                 params_file=None, holdout=None, effort=DEFAULT_EFFORT):
+                 locked_joints=None, identify=False, friction_velocity_width=None,
+                 params_file=None, holdout=None, effort=DEFAULT_EFFORT, smoothing_window=None,
+                 masses=None):
     """Validate one bag; write report.json, report.md and PNGs into `output_dir`.
 
     Args:
@@ -361,6 +364,10 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
             armature and friction (`identify.py`); writes identified_parameters.yaml for the
             node's --params-file (a payload on `payload_link` is part of its link's body)
         friction_velocity_width: w [rad/s] of the friction model fc·tanh(qd / w), as the node's
+            friction_velocity_width; None: chosen by the data (`identify.select`)
+        smoothing_window: the identification's smoothing window [s]; None: chosen by the data
+        masses: a YAML file {link: mass [kg]} (a vendor's table): the identification's prior
+            masses and bounds for those bodies instead of the URDF's (`identify.read_masses`)
         params_file: a parameters file of the node (links.*, armature.*, friction.*,
             payload.*, gravity): the model is the node's with it, and the identification's prior
         holdout: a second bag of the same arm: the identification's held-out check predicts
@@ -390,8 +397,10 @@ def validate_bag(bag_path, output_dir, urdf_path=None, topics=None, thresholds=N
             model = model.with_armature(np.zeros(model.n))
         payload_link = payload_link or metrics.last_link(model)
         model.link_frame(payload_link)
+        options = {'width': friction_velocity_width, 'window_s': smoothing_window,
+                   **read_masses(masses, model)}
         analysis = _Analysis(model, names, t0, run_start, payload_link,
-                             friction_velocity_width if identify else None, prior_friction,
+                             options if identify else None, prior_friction,
                              holdout is not None, tracked, _mesh_dirs(urdf_path))
         _stream(bag, topics, model, names, analysis, progress, chunk_size)
         if identify and holdout is not None:
@@ -663,9 +672,17 @@ def build_parser():
                         help="which torque the joint states' efforts are: " + '; '.join(
                             f'{k}: {v}' for k, v in EFFORTS.items())
                         + f' (default {DEFAULT_EFFORT})')
-    parser.add_argument('--friction-velocity-width', type=float, default=DEFAULT_WIDTH,
-                        metavar='RAD_S', help='w of the friction model fc·tanh(qd / w), as the '
-                        f"node's friction_velocity_width (default {DEFAULT_WIDTH})")
+    parser.add_argument('--friction-velocity-width', type=float, metavar='RAD_S',
+                        help="w of the friction model fc·tanh(qd / w), as the node's "
+                        'friction_velocity_width (default: chosen by cross-validation of the '
+                        f"identification's data among {', '.join(map(str, WIDTHS))})")
+    parser.add_argument('--masses', metavar='FILE', help='with --identify: a YAML file '
+                        "{link: mass [kg]} (e.g. the vendor's table of link masses): the prior "
+                        "masses and bounds of those bodies instead of the URDF's")
+    parser.add_argument('--smoothing-window', type=float, metavar='S',
+                        help="the identification's smoothing window [s] (default: chosen by "
+                        "cross-validation of the identification's data among "
+                        f"{', '.join(map(str, WINDOWS))})")
     parser.add_argument('--locked-joints', nargs='+', metavar='JOINT',
                         help='URDF joints to treat as fixed at 0 (e.g. gripper fingers)')
     for name, (what, unit, _) in THRESHOLDS.items():
@@ -697,6 +714,7 @@ def main(argv=None):
                               payload_link=args.payload_link, plots=not args.no_plots,
                               locked_joints=args.locked_joints, identify=args.identify,
                               friction_velocity_width=args.friction_velocity_width,
+                              smoothing_window=args.smoothing_window, masses=args.masses,
                               params_file=args.params_file, holdout=args.holdout,
                               effort=args.effort)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, the shell's code for it

@@ -171,9 +171,10 @@ TABLE = (
     Spec('friction.<joint>.offset', 'double', None, 'N·m', 'constant torque f0 of the friction '
          'feedforward (see friction.<joint>.viscous): a bias, or with c the asymmetric Coulomb '
          'friction c ± f0 while moving up or down; unset: 0', low=-1e4, high=1e4),
-    Spec('friction.<joint>.stribeck', 'double', None, 'N·m', 'Stribeck excess s of the friction '
-         'feedforward (see friction.<joint>.viscous): the static friction above c, fading over '
-         'friction_stribeck_velocity; unset: 0', low=0.0, high=1e4),
+    Spec('friction.<joint>.stribeck', 'double', None, 'N·m', 'Stribeck term s of the friction '
+         'feedforward (see friction.<joint>.viscous): the friction at creep speed above c '
+         '(s > 0: a static friction that falls with speed) or below it (s < 0: a friction '
+         'that rises to c), over friction_stribeck_velocity; unset: 0', low=-1e4, high=1e4),
     Spec('friction_stribeck_velocity', 'double', 0.3, 'rad/s', 'velocity v_s over which the '
          'Stribeck excess fades, exp(-(qd_d / v_s)^2)', low=1e-3, high=10.0),
     Spec('friction_velocity_width', 'double', 0.01, 'rad/s', 'velocity scale of the smoothed '

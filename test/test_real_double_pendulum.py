@@ -1,0 +1,100 @@
+"""A second real robot's recordings: DFKI's double pendulum (Wiebe et al., RA-M 2024; ../shared/
+data/wiebe_double_pendulum/README.md): two geared AK80-6 drives, 500 Hz, torques from the motor
+currents (`--effort applied`), positions read behind the gear; its excitation (trajectory_03)
+identified by `rnea-validate --identify`, its hold-out run (trajectory_01, another motion: other
+torque frequencies and amplitudes) held out, and the same at 100 Hz (decimated here: the shared
+recordings have no 100 Hz run).
+
+Oracles: the measured torques, and the model its authors identified from 14 runs of the same day
+(published_model.yaml, `published_models.wiebe_double_pendulum`), both independent of this
+package; every model scored on the same rows with the same acceleration estimate (the
+identification's chosen filter). Figures: docs/validation.md.
+"""
+from conftest import SHARED_DATA
+import published_models
+import pytest
+
+from rnea_controller.analysis import heldout
+from rnea_controller.analysis.validate import _configured, validate_bag
+from rnea_controller.dynamics.model import RobotModel
+
+DATA = SHARED_DATA / 'wiebe_double_pendulum'
+URDF = DATA / 'double_pendulum.urdf'
+JOINTS = ['Joint1', 'Joint2']
+pytestmark = pytest.mark.skipif(not (DATA / 'published_model.yaml').exists(), reason=(
+    f'the real recording wiebe_double_pendulum is not at {DATA} (../shared/data beside the '
+    'project root)'))
+# ours / published held-out RMS where the identification of one 10-s run is not yet the
+# published model's (fitted on 9 runs) equal, measured (docs/validation.md): beyond it fails
+WORSE_THAN_PUBLISHED = {500: {'Joint1': 1.35, 'Joint2': 1.45}, 100: {'Joint1': 1.35,
+                                                                    'Joint2': 1.45}}
+
+
+@pytest.fixture(scope='module')
+def model():
+    return RobotModel.from_urdf_file(URDF)
+
+
+def _identify(fit, held, out):
+    return validate_bag(fit, out, urdf_path=URDF, identify=True, holdout=held, progress=False,
+                        plots=False)
+
+
+def _table(result, model, held):
+    chosen = result.report['identification']['smoothing']
+    rows = heldout.heldout_rows(held, model, window_s=chosen['window_s'],
+                                decimate=chosen['decimate'], whole=True)
+    identified, friction, _ = _configured(model, JOINTS, result.files['parameters'])
+    ident = result.report['identification']
+    options = {'width': ident['friction_velocity_width'],
+               'stribeck_velocity': ident['friction_stribeck_velocity']}
+    return heldout.compare(rows, {
+        'urdf': heldout.model_torque(model, **options),
+        'identified': heldout.model_torque(identified, *friction, **options),
+        'published': published_models.wiebe_double_pendulum(model, URDF)}, JOINTS)
+
+
+@pytest.fixture(scope='module')
+def at_500(tmp_path_factory):
+    out = tmp_path_factory.mktemp('pendulum')
+    return _identify(DATA / 'excitation', DATA / 'holdout', out), DATA / 'holdout'
+
+
+@pytest.fixture(scope='module')
+def at_100(tmp_path_factory, model):
+    """The same runs decimated to 100 Hz (every fifth state: a 100 Hz logger's)."""
+    out = tmp_path_factory.mktemp('pendulum100')
+    bags = [published_models.write_states(out / name, published_models.decimated(
+        published_models.read_states(DATA / name, JOINTS), 100.0), JOINTS)
+        for name in ('excitation', 'holdout')]
+    return _identify(bags[0], bags[1], out / 'out'), bags[1]
+
+
+def test_the_recordings_are_as_published():
+    """4997 joint states at 500 Hz in each run; torques within the drives' ±12 N·m."""
+    for name in ('excitation', 'holdout'):
+        stamps, q, qd, tau = published_models.read_states(DATA / name, JOINTS)
+        assert len(stamps) == 4997
+        assert 1e-9 * (stamps[-1] - stamps[0]) == pytest.approx(10.0, abs=0.01)
+        assert abs(tau).max() < 1.1
+
+
+@pytest.mark.parametrize('rate', [500, 100])
+def test_identified_on_one_run_predicts_another(rate, model, request):
+    """The excitation identified (every row, the filter and each joint's friction model
+    chosen by cross-validation of the excitation alone), the hold-out run predicted: better
+    than the URDF's model on every joint (the URDF's inertias are another parameter set's);
+    against the published model (fitted on 9 runs of the same day) within the measured
+    ratios; the report's held-out figures are those of `heldout.compare`."""
+    result, held = request.getfixturevalue(f'at_{rate}')
+    assert result.passed, result.failures
+    ident = result.report['identification']
+    assert ident['holdout']['source'] == 'second bag'
+    assert 'held-out rows not used' in ident['selection']['method']
+    table = _table(result, model, held)
+    for joint in JOINTS:
+        ours, theirs = table['identified'][joint], table['published'][joint]
+        assert ours['rms'] == pytest.approx(ident['holdout']['joints'][joint]['rms_identified'],
+                                            rel=1e-3), joint
+        assert ours['rms'] < 0.5 * table['urdf'][joint]['rms'], joint
+        assert ours['rms'] <= WORSE_THAN_PUBLISHED[rate][joint] * theirs['rms'], (joint, table)
