@@ -145,7 +145,7 @@ def joint_ranges(model, names):
 
 def child_link(urdf_text, joint):
     """The child link of `joint` in the URDF."""
-    for element in ET.fromstring(urdf_text).iter('joint'):
+    for element in ET.fromstring(urdf_text).findall('joint'):  # not transmissions'
         if element.get('name') == joint:
             return element.find('child').get('link')
     raise RneaControllerError(f'the URDF has no joint {joint!r}')
