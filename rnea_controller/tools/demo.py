@@ -237,8 +237,8 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
 
 @dataclass(frozen=True)
 class DemoArm:
-    """The arm of a run: its URDF (path, text, model), the joints the controller controls by
-    default, the simulator's joints (plant order) and what it is told about them."""
+    """The arm of a run: its URDF (path, model), the joints the controller controls by default,
+    the simulator's joints (plant order) and what it is told about them."""
 
     label: str
     urdf: Path
@@ -293,11 +293,12 @@ def plan_motion(monitor, arm, duration, excite=False):
     return controlled_demo_motion(arm.model, arm.joints, centre, duration)
 
 
-def send_demo_motion(monitor, waypoints, via_action=False):
-    """Publish the waypoints (`plan_motion`) to the controller.
-
-    via_action: send it as a FollowJointTrajectory goal instead; returns the future of its
-    goal handle (None on the topic).
+def send_demo_motion(monitor, plan, via_action=False):
+    """Publish the waypoints `plan()` returns (`plan_motion`) to the controller, planned once
+    it listens: about the reference of that instant, which the controller checks the motion's
+    start against (planned 1 s earlier, a reference that moved meanwhile, as a starved host's
+    stale states move it, had the motion refused). Returns (the future of the goal handle with
+    `via_action`, which sends it as a FollowJointTrajectory goal, else None; the waypoints).
     """
     from rnea_controller.tools.send_trajectory import (
         subscriber_names,
@@ -311,16 +312,18 @@ def send_demo_motion(monitor, waypoints, via_action=False):
             raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
         time.sleep(0.02)
     if via_action:
-        return send_goal(monitor, to_message(waypoints))
+        waypoints = plan()
+        return send_goal(monitor, to_message(waypoints)), waypoints
     # the controller and the recorder: `ros2 bag record` subscribes when it next polls the graph
     matched = wait_for_subscribers(monitor.node, monitor.trajectory_pub, 2, 10.0)
     if matched < 2:
         raise DemoError(f'{matched} of 2 subscribers (the controller and the recorder) on '
                         f'{TRAJECTORY_TOPIC} within 10 s: '
                         f'{subscriber_names(monitor.node, TRAJECTORY_TOPIC)}')
+    waypoints = plan()
     monitor.trajectory_pub.publish(to_message(waypoints))
     monitor.stop_watching()
-    return None
+    return None, waypoints
 
 
 def send_goal(monitor, trajectory):
@@ -429,11 +432,13 @@ def run(args):
         wait_until(monitor.arm_driven, "the simulator applying the controller's commands",
                    processes)
         motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
-        waypoints = plan_motion(monitor, arm, motion, args.excite)
+        # the excitation is optimised (0.5-4 s) before the recording, the demo motion at once
+        excitation = plan_motion(monitor, arm, motion, excite=True) if args.excite else None
         monitor.start_recording(processes)
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
-        goal = send_demo_motion(monitor, waypoints, args.via_action)
+        goal, waypoints = send_demo_motion(
+            monitor, lambda: excitation or plan_motion(monitor, arm, motion), args.via_action)
         run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
                           f'{"excitation" if args.excite else "demo"} motion {motion:.1f} s')
         if goal is not None:
