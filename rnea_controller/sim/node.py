@@ -7,7 +7,8 @@ names are relative, so that a namespace (`--ros-args -r __ns:=/arm1`) applies to
   `effort_controller/commands`, ordered as parameter `joints`; default: the joints the rnea
   controller controls by default (`control.law.default_joints`: every joint in URDF tree order
   but mimic joints and their leaders, as a gripper's fingers have their own controller on a
-  real stack; joints not commanded get no effort). Like ros2_control's
+  real stack; joints not commanded are held still at their initial positions, as that
+  controller holds them: `hold_uncommanded`, `held_joints`). Like ros2_control's
   JointGroupEffortController it applies the last command until a newer one arrives, forever:
   that controller has no timeout. `command_timeout` [s] > 0 adds a hardware-side watchdog (zero
   effort after that long without a command, logged). A command takes effect, after
@@ -147,6 +148,8 @@ PARAMETERS = {  # name: (default or type when unset, description)
     'command_timeout': (0.0, '[s] without commands before applying zero effort; 0: never, '
                         'as JointGroupEffortController'),
     'hold_until_first_command': (True, 'brake the joints until the first command'),
+    'hold_uncommanded': (True, "hold the joints not in 'joints' (a gripper's fingers) at their "
+                         'initial positions, as their own controller does; false: no effort'),
     'max_catch_up': (50, 'steps the physics catches up after waking late (50: 50 ms at '
                      '1 kHz, the lag of a loaded stack); the rest of the lag is skipped'),
     'physics_priority': (50, 'SCHED_FIFO priority of the physics thread where allowed (50: '
@@ -174,6 +177,7 @@ class SimConfig:
     hold_until_first_command: bool
     max_catch_up: int
     physics_priority: int = 0
+    hold_uncommanded: bool = True
     push: tuple = ()  # (joint, torque [N·m], start [s], duration [s]), or () for none
 
 
@@ -261,6 +265,7 @@ def sim_config(values):
         hold_until_first_command=bool(values['hold_until_first_command']),
         max_catch_up=max(1, int(values['max_catch_up'])),
         physics_priority=int(values['physics_priority']),
+        hold_uncommanded=bool(values['hold_uncommanded']),
         push=_push(values))
 
 
@@ -331,6 +336,24 @@ def command_order(plant_joints, joints):
     return np.array([plant_joints.index(name) for name in joints])
 
 
+def held_joints(n, order, hold):
+    """Plant indices of the joints no command drives (not in `order`), held still when `hold`.
+
+    A gripper's fingers have their own position controller on a real stack, which holds them
+    where they are while the arm moves; unheld (no effort), the Panda's 15 g fingers slid from
+    the middle of their range to a limit (20 mm) within 3 s of a 0.3 rad swing of the arm.
+    Held kinematically: after each step their position is put back and their velocity zeroed,
+    so they never move (within the step they are free joints, a coupling the arm feels as
+    their own inertia's share: grams on a kilogram hand).
+
+    >>> held_joints(9, [0, 1, 2, 3, 4, 5, 6], True).tolist(), held_joints(9, [0], False).size
+    ([7, 8], 0)
+    """
+    if not hold:
+        return np.array([], dtype=int)
+    return np.setdiff1d(np.arange(n), order)
+
+
 def initial_positions(plant, values):
     """Start configuration [rad]: the parameter, else HOME for 6 joints, else zeros."""
     if values is None:
@@ -354,6 +377,8 @@ class SimNode(Node):
         self.order = command_order(self.plant.joint_names,
                                    self.config.joints or commanded_by_default(self.config.urdf))
         self.plant.reset(initial_positions(self.plant, self.config.initial_positions))
+        self.held = held_joints(self.plant.n, self.order, self.config.hold_uncommanded)
+        self.held_positions = self.plant.q[self.held]
         self._push_joint = self._pushed_joint()
         self._first_command, self._pushing = None, False
         self.hold = CommandHold(self.plant.n, self.config.command_delay,
@@ -566,6 +591,9 @@ class SimNode(Node):
             self.plant.applied = np.zeros(self.plant.n)
             return
         self.plant.step(tau)
+        if self.held.size:  # still, as their own position controller holds them
+            self.plant.data.qpos[self.held] = self.held_positions
+            self.plant.data.qvel[self.held] = 0.0
         if self.config.plant.obstacles:
             force = self.plant.contact_force()
             if force > 0.0 and self._touching is False:

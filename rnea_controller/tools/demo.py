@@ -11,22 +11,41 @@
    `analysis.validate.validate_bag`: the per-joint table (tracking error RMS and max,
    saturation, loop rate and jitter) on the terminal, report.json, report.md and PNG plots.
 
-    rnea-demo [--payload KG] [--law feedforward_pd] [--duration S] [--output DIR]
-              [--geared] [--link-errors SEED] [--excite] [--params-file FILE]
-              [--param NAME:=VALUE ...]
+    rnea-demo [--robot NAME | --urdf FILE] [--payload KG] [--law feedforward_pd]
+              [--duration S] [--output DIR] [--geared] [--link-errors SEED] [--excite]
+              [--params-file FILE] [--param NAME:=VALUE ...]
+
+--robot NAME runs it on another arm (`tools.arms.ARMS`: panda, ur5, xarm7, jaco2 from PyPI
+example-robot-data, iiwa14 from Drake beside the project; arm, the bundled one, by default) and
+--urdf FILE on any arm's URDF; both are told nothing but the URDF: the simulator reads the file,
+the controller the description the simulator publishes. Such an arm starts in the pose
+`tools.arms.start_pose` picks from its joints' ranges (the bundled arm: UR's home), the motion
+moves the joints the controller controls by default (a gripper's fingers, which the simulator
+holds still, left out) within their URDF limits.
 
 --payload puts a mass at the arm's last link in the simulator only: the controller's model does
 not know it, so the tracking error shows the model error. --geared gives the simulated arm the
-rotor inertia and friction of a geared arm (`GEARED`, MuJoCo Menagerie's xArm7 figures), also
-unknown to the controller unless told (--params-file, --param). --link-errors SEED makes
-every moving link of the simulated arm differ from the URDF (mass and principal inertias by up
-to 30 %, centre of mass by up to 3 cm, seeded: rnea-sim's link_errors.*). --excite sends the
-identification motion instead of the demo motion and identifies (`rnea-validate --identify`):
+rotor inertia and friction of a geared arm (`GEARED`, MuJoCo Menagerie's xArm7 figures; on an
+arm other than the bundled one scaled by each joint's effort limit over the xArm7's:
+`tools.arms.geared_figures`), also unknown to the controller unless told (--params-file,
+--param). --link-errors SEED makes every moving link of the simulated arm differ from the
+URDF (mass and principal inertias by up to 30 %, centre of mass by up to 3 cm, seeded:
+rnea-sim's link_errors.*). --excite sends the identification motion instead of the demo motion
+and identifies (`rnea-validate --identify`):
 the output then holds identified_parameters.yaml for the controller's --params-file
 (docs/validation.md, "Identification").
+
+The verdict (`demo_verdict`, printed last and kept in report.json's 'demo'): PASS when every
+controlled joint ends within FINAL_TOLERANCE of the motion's goal, none was measured beyond
+OVERSPEED_SHARE of its velocity limit, and the controller declared no contact and never braked
+(its /diagnostics); the validator's own failures (an idle run, non-finite or over-limit
+commands) fail it too. Exit 0 when the demo ran (whatever its verdict: 'demo' in report.json
+says), 1 when it could not run, 2 when the arm's URDF is not there (the message says why).
 """
 import argparse
+from dataclasses import dataclass
 import datetime
+import json
 import os
 from pathlib import Path
 import signal
@@ -34,9 +53,11 @@ import subprocess
 import sys
 import time
 
-from rnea_controller.dynamics.model import default_urdf_path, RobotModel
+import numpy as np
+
 from rnea_controller.errors import RneaControllerError
 from rnea_controller.interrupt import interrupt_once
+from rnea_controller.tools.arms import ARMS, ArmUnavailableError
 from rnea_controller.tools.programs import find_program
 from rnea_controller.tools.record import BagRecorder, DEFAULT_TOPICS, fresh_path, record_command
 
@@ -47,6 +68,12 @@ TRAJECTORY_TOPIC = '/rnea_controller/joint_trajectory'
 # A geared arm (MuJoCo Menagerie's xArm7): rotor inertia [kg·m²], viscous [N·m·s/rad] and
 # Coulomb [N·m] friction per joint
 GEARED = {'armature': [0.1], 'damping': [10.0, 10.0, 5.0, 5.0, 5.0, 2.0], 'friction': [1.0]}
+FINAL_TOLERANCE = 1e-3  # [rad] from the goal at the end: the controller's bound (README)
+# a joint measured beyond this share of its velocity limit is an overspeed of the verdict: the
+# controller brakes at its limit (mode 'braking: overspeed'); 1.5 x leaves the measured
+# velocity's noise and a brake's own overshoot to that mode, which fails the verdict itself
+OVERSPEED_SHARE = 1.5
+CONTROLLER_STATUS = 'rnea_controller: control loop'  # ros/diagnostics.py STATUS_NAME
 
 
 class DemoError(RneaControllerError):
@@ -55,6 +82,12 @@ class DemoError(RneaControllerError):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog='rnea-demo', description=__doc__.split('\n')[0])
+    arm = parser.add_mutually_exclusive_group()
+    arm.add_argument('--robot', default='arm', choices=tuple(ARMS), metavar='NAME',
+                     help='the arm: ' + '; '.join(f'{k}: {a.title}' for k, a in ARMS.items())
+                     + ' (default arm)')
+    arm.add_argument('--urdf', type=Path, metavar='FILE',
+                     help="any arm's URDF (or .xacro), told to the simulator and the controller")
     parser.add_argument('--payload', type=float, default=0.0, metavar='KG',
                         help='mass at the last link, unknown to the controller [kg]')
     parser.add_argument('--law', default='computed_torque',
@@ -68,7 +101,10 @@ def parse_args(argv):
                         help='send the motion as a FollowJointTrajectory goal (not on the topic) '
                              'and show its result code')
     parser.add_argument('--geared', action='store_true', help='simulate rotor inertia and '
-                        'friction (a geared arm), unknown to the controller unless told')
+                        "friction (a geared arm: MuJoCo Menagerie's xArm7, armature 0.1 kg·m²"
+                        ', damping 10/10/5/5/5/2/2 N·m·s/rad, Coulomb 1 N·m; on another arm '
+                        "scaled by each joint's URDF effort limit over the xArm7's), unknown "
+                        'to the controller unless told')
     parser.add_argument('--link-errors', type=int, metavar='SEED',
                         help="every moving link's mass, inertia and centre of mass off the "
                         "URDF's in the simulator (rnea-sim link_errors.seed: up to 30 %%, 30 %% "
@@ -199,22 +235,70 @@ def wait_until(predicate, what, processes, timeout=STARTUP_TIMEOUT):
         time.sleep(0.05)
 
 
-def plan_motion(monitor, model, duration, excite=False):
-    """The demo motion (or with `excite` the excitation motion, optimised for the model: 0.5-4 s,
-    done before recording) about the current desired position (no step at the start)."""
-    from rnea_controller.tools.send_trajectory import demo_centre, demo_motion, excitation_motion
-    centre = demo_centre(model.joint_names, monitor.reference, monitor.state)
+@dataclass(frozen=True)
+class DemoArm:
+    """The arm of a run: its URDF (path, model), the joints the controller controls by default,
+    the simulator's joints (plant order) and what it is told about them."""
+
+    label: str
+    urdf: Path
+    model: object  # RobotModel
+    joints: tuple  # controlled, in the controller's order
+    plant_joints: tuple
+    start: tuple | None  # [rad] plant order; None: the simulator's default (the bundled arm's)
+    geared: dict  # {'armature', 'damping', 'friction'}: one value or one per plant joint
+    payload_link: str  # '' for the simulator's default (the last joint's link)
+
+
+def demo_arm(robot, urdf=None):
+    """The DemoArm of `--robot` (a key of ARMS) or `--urdf` (a path, taking precedence);
+    ArmUnavailableError when its URDF is not there."""
+    from rnea_controller.tools.arms import (
+        arm_urdf,
+        child_link,
+        geared_figures,
+        load_arm,
+        start_pose,
+    )
+    if urdf is not None and not Path(urdf).is_file():
+        raise ArmUnavailableError(f'--urdf {urdf}: no such file')
+    path = Path(urdf) if urdf is not None else arm_urdf(robot)
+    text, model, joints = load_arm(path)
+    label = str(path) if urdf is not None else f'{robot} ({ARMS[robot].title})'
+    if urdf is None and robot == 'arm':  # as before --robot: its home, its documented figures
+        return DemoArm(label, path, model, joints, tuple(model.joint_names), None, GEARED, '')
+    plant_joints, start = start_pose(text, model, joints)
+    figures = geared_figures(model, plant_joints, joints)
+    return DemoArm(label, path, model, joints, plant_joints, tuple(float(x) for x in start),
+                   {k: [float(x) for x in v] for k, v in figures.items()},
+                   child_link(text, joints[-1]))
+
+
+def plan_motion(monitor, arm, duration, excite=False):
+    """The demo motion of the arm's controlled joints (or with `excite` the excitation motion
+    of every joint of the model, optimised for it: 0.5-4 s, done before recording) about the
+    current desired position (no step at the start)."""
+    from rnea_controller.tools.send_trajectory import (
+        controlled_demo_motion,
+        demo_centre,
+        excitation_motion,
+    )
+    joints = arm.model.joint_names if excite else arm.joints
+    centre = demo_centre(joints, monitor.reference, monitor.state)
+    if centre is None:
+        raise DemoError(f'no position of joints {list(joints)} on the reference or the joint '
+                        'states')
     if excite:
-        return excitation_motion(model, centre, duration)
-    return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
-                       duration)
+        return excitation_motion(arm.model, centre, duration)
+    return controlled_demo_motion(arm.model, arm.joints, centre, duration)
 
 
-def send_demo_motion(monitor, waypoints, via_action=False):
-    """Publish the waypoints (`plan_motion`) to the controller.
-
-    via_action: send it as a FollowJointTrajectory goal instead; returns the future of its
-    goal handle (None on the topic).
+def send_demo_motion(monitor, plan, via_action=False):
+    """Publish the waypoints `plan()` returns (`plan_motion`) to the controller, planned once
+    it listens: about the reference of that instant, which the controller checks the motion's
+    start against (planned 1 s earlier, a reference that moved meanwhile, as a starved host's
+    stale states move it, had the motion refused). Returns (the future of the goal handle with
+    `via_action`, which sends it as a FollowJointTrajectory goal, else None; the waypoints).
     """
     from rnea_controller.tools.send_trajectory import (
         subscriber_names,
@@ -228,16 +312,18 @@ def send_demo_motion(monitor, waypoints, via_action=False):
             raise DemoError(f'the controller does not subscribe to {TRAJECTORY_TOPIC}')
         time.sleep(0.02)
     if via_action:
-        return send_goal(monitor, to_message(waypoints))
+        waypoints = plan()
+        return send_goal(monitor, to_message(waypoints)), waypoints
     # the controller and the recorder: `ros2 bag record` subscribes when it next polls the graph
     matched = wait_for_subscribers(monitor.node, monitor.trajectory_pub, 2, 10.0)
     if matched < 2:
         raise DemoError(f'{matched} of 2 subscribers (the controller and the recorder) on '
                         f'{TRAJECTORY_TOPIC} within 10 s: '
                         f'{subscriber_names(monitor.node, TRAJECTORY_TOPIC)}')
+    waypoints = plan()
     monitor.trajectory_pub.publish(to_message(waypoints))
     monitor.stop_watching()
-    return None
+    return None, waypoints
 
 
 def send_goal(monitor, trajectory):
@@ -289,11 +375,20 @@ def run_with_progress(seconds, monitor, processes, label):
         progress.update(task, completed=seconds)
 
 
-def start_simulator(processes, args):
-    geared = [f'{name}:={values!r}' for name, values in GEARED.items()] if args.geared else []
+def simulator_parameters(args, arm):
+    """The simulator's `name:=value` parameters for the run: the arm (its URDF, start pose,
+    payload link) and the truth options (--payload, --geared, --link-errors)."""
+    geared = [f'{k}:={v!r}' for k, v in arm.geared.items()] if args.geared else []
     links = [] if args.link_errors is None else [f'link_errors.seed:={args.link_errors}']
-    processes.start('sim', [find_program('rnea-sim'), '--ros-args', *_params(
-        [f'payload.mass:={float(args.payload)!r}', *geared, *links])])
+    where = [] if arm.start is None else [f'urdf_file:={arm.urdf}',
+                                          f'initial_positions:={list(arm.start)!r}']
+    payload = [f'payload.link:={arm.payload_link}'] if arm.payload_link else []
+    return [*where, f'payload.mass:={float(args.payload)!r}', *payload, *geared, *links]
+
+
+def start_simulator(processes, args, arm):
+    processes.start('sim', [find_program('rnea-sim'), '--ros-args',
+                            *_params(simulator_parameters(args, arm))])
 
 
 def start_controller(processes, args):
@@ -312,19 +407,22 @@ def _params(assignments):
 
 def run(args):
     """The demo; returns (the validation result or None, output directory)."""
+    arm = demo_arm(args.robot, args.urdf)  # before anything starts: its URDF may be missing
     output = args.output or Path('demo_output') / datetime.datetime.now().strftime(
         '%Y%m%d-%H%M%S')
     output.mkdir(parents=True, exist_ok=True)
     bag_path = fresh_path(output / 'bag')  # bag, else bag-1, bag-2, ...: never overwritten
-    print(f'rnea-demo: law {args.law}, payload {args.payload:g} kg (unknown to the controller),'
-          f' {args.duration:g} s; output in {output}')
-    model = RobotModel.from_urdf_file(default_urdf_path())
+    print(f'rnea-demo: {arm.label}, law {args.law}, payload {args.payload:g} kg (unknown to the '
+          f'controller), {args.duration:g} s; output in {output}')
+    if arm.start is not None:
+        print('start pose [rad]: ' + ', '.join(
+            f'{name} {q:.3f}' for name, q in zip(arm.plant_joints, arm.start, strict=True)))
     processes = Processes(output)
     monitor = Monitor(bag_path)
     try:
         # as on a robot: the hardware (here the simulator) runs before the controller starts
         print('starting the simulator...', flush=True)
-        start_simulator(processes, args)
+        start_simulator(processes, args, arm)
         wait_until(lambda: monitor.state is not None, 'joint states from the simulator',
                    processes)
         print('starting the controller...', flush=True)
@@ -334,11 +432,13 @@ def run(args):
         wait_until(monitor.arm_driven, "the simulator applying the controller's commands",
                    processes)
         motion = args.duration - SETTLE_BEFORE - SETTLE_AFTER
-        waypoints = plan_motion(monitor, model, motion, args.excite)
+        # the excitation is optimised (0.5-4 s) before the recording, the demo motion at once
+        excitation = plan_motion(monitor, arm, motion, excite=True) if args.excite else None
         monitor.start_recording(processes)
         print(f'the controller holds the arm; recording {bag_path}', flush=True)
         time.sleep(SETTLE_BEFORE)
-        goal = send_demo_motion(monitor, waypoints, args.via_action)
+        goal, waypoints = send_demo_motion(
+            monitor, lambda: excitation or plan_motion(monitor, arm, motion), args.via_action)
         run_with_progress(args.duration - SETTLE_BEFORE, monitor, processes,
                           f'{"excitation" if args.excite else "demo"} motion {motion:.1f} s')
         if goal is not None:
@@ -346,16 +446,100 @@ def run(args):
     finally:
         monitor.close()
         processes.stop_all()
-    return validate(bag_path, output, args), output
+    result = validate(bag_path, output, args, arm.payload_link or None)
+    verdict = demo_verdict(bag_path, result, arm, waypoints)
+    print(verdict_text(verdict))
+    keep_verdict(output, result, verdict)
+    return result, output
 
 
-def validate(bag_path, output, args):
-    """Validate the bag with rnea_controller.analysis.validate; print its table."""
+def validate(bag_path, output, args, payload_link=None):
+    """Validate the bag with rnea_controller.analysis.validate; print its table. payload_link:
+    where the payload is estimated (None: the validator's default, the last joint's link,
+    which on an arm with a gripper is a finger: the Panda's 1 kg on link7 read there 0.32 kg
+    with --geared --link-errors 1; 1.001 kg on link7 alone)."""
     from rnea_controller.analysis.validate import validate_bag
     result = validate_bag(bag_path, output, progress=False, plots=not args.no_plots,
-                          identify=args.excite)
+                          identify=args.excite, payload_link=payload_link)
     print(result.table())
     return result
+
+
+def run_figures(bag_path, joints, velocity_limits):
+    """From the bag: each joint's last measured position [rad], its largest measured speed
+    over its velocity limit, and the controller's modes seen and its overspeed and contact
+    counts (the largest its /diagnostics reported)."""
+    from rnea_controller.analysis.bagio import BagReader
+    last = np.full(len(joints), np.nan)
+    speed = np.zeros(len(joints))
+    modes, counts = [], {'overspeeds': 0, 'contacts': 0}
+    with BagReader(bag_path) as bag:
+        for topic, chunk in bag.stream({'/joint_states': ('joint_state', joints),
+                                        '/diagnostics': ('diagnostics', None)}):
+            if topic == '/joint_states':
+                seen = ~np.isnan(chunk.position)
+                rows = seen.any(axis=1)
+                if rows.any():
+                    last = np.where(seen[rows][-1], chunk.position[rows][-1], last)
+                speed = np.fmax(speed, np.nanmax(np.abs(chunk.velocity), axis=0, initial=0.0))
+                continue
+            for status in (s for s in chunk if s.name == CONTROLLER_STATUS):
+                mode = status.values.get('mode', status.message)
+                if mode not in modes:
+                    modes.append(mode)
+                for key in counts:
+                    counts[key] = max(counts[key], int(status.values.get(key, 0)))
+    return last, speed / velocity_limits, modes, counts
+
+
+def demo_verdict(bag_path, result, arm, waypoints):
+    """{'robot', 'joints', 'final_error' [rad] (goal - last measured, per joint),
+    'speed_share' (largest measured speed / velocity limit, per joint), 'modes', 'overspeeds',
+    'contacts', 'loop_rate_hz', 'failures', 'passed'} of the run (module doc)."""
+    joints = tuple(waypoints.joint_names)
+    index = [arm.model.joint_index(name) for name in joints]
+    last, share, modes, counts = run_figures(bag_path, joints,
+                                             arm.model.velocity_limits[index])
+    final = waypoints.positions[-1] - last
+    failures = [f'{j}: ends {e:+.3g} rad from the goal (bound {FINAL_TOLERANCE:g})'
+                for j, e in zip(joints, final, strict=True) if not abs(e) <= FINAL_TOLERANCE]
+    failures += [f'{j}: measured at {r:.2f} x its velocity limit (bound {OVERSPEED_SHARE:g} x)'
+                 for j, r in zip(joints, share, strict=True) if r > OVERSPEED_SHARE]
+    failures += [f"the controller's mode was {m!r}" for m in modes
+                 if m.startswith(('braking', 'holding: contact'))]
+    failures += [f'the controller counted {counts[k]} {k}' for k in counts if counts[k]]
+    failures += [f'validation: {f}' for f in result.failures]
+    return {'robot': arm.label, 'joints': list(joints),
+            'final_error': dict(zip(joints, final.tolist(), strict=True)),
+            'speed_share': dict(zip(joints, share.tolist(), strict=True)), 'modes': modes,
+            **counts, 'loop_rate_hz': result.report['loop'].get('rate_hz'),
+            'failures': failures, 'passed': not failures}
+
+
+def verdict_text(verdict):
+    """The verdict's lines for the terminal and report.md."""
+    rate = verdict['loop_rate_hz']
+    lines = [f"demo on {verdict['robot']}: final error [rad] " + ', '.join(
+        f'{j} {e:+.1e}' for j, e in verdict['final_error'].items()),
+        'largest speed / velocity limit: ' + ', '.join(
+        f'{j} {r:.2f}' for j, r in verdict['speed_share'].items()),
+        f"controller modes: {', '.join(verdict['modes']) or 'none recorded'}; overspeeds "
+        f"{verdict['overspeeds']}, contacts {verdict['contacts']}; loop rate "
+        f"{'?' if rate is None else format(rate, '.1f')} Hz",
+        f"demo verdict: {'PASS' if verdict['passed'] else 'FAIL'}"]
+    return '\n'.join(lines + [f'  FAIL {f}' for f in verdict['failures']])
+
+
+def keep_verdict(output, result, verdict):
+    """The verdict into report.json ('demo', NaN as null as the validator writes it) and
+    report.md (a last section)."""
+    result.report['demo'] = verdict
+    path = output / 'report.json'
+    report = json.loads(path.read_text())
+    report['demo'] = json.loads(json.dumps(verdict).replace('NaN', 'null'))
+    path.write_text(json.dumps(report, indent=2) + '\n')
+    with open(output / 'report.md', 'a', encoding='utf-8') as markdown:
+        markdown.write(f'\n## Demo verdict\n\n```\n{verdict_text(verdict)}\n```\n')
 
 
 def main(argv=None):
@@ -365,6 +549,9 @@ def main(argv=None):
     started = time.monotonic()
     try:
         result, output = run(args)
+    except ArmUnavailableError as error:
+        print(f'rnea-demo: {error}', file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print('rnea-demo: interrupted', file=sys.stderr)
         return 1

@@ -341,19 +341,34 @@ def demo_centre(joint_names, *messages):
 def demo_waypoints(node, args):
     """The demo (or, with --excite, the excitation) motion about the current desired (else
     measured) position of the model."""
+    from rnea_controller.control.law import default_joints
     from rnea_controller.dynamics.model import default_urdf_path, RobotModel
     model = RobotModel.from_urdf_file(args.urdf or default_urdf_path())
     reference = wait_for_message(node, args.reference, min(args.wait, 2.0))
     state = wait_for_message(node, args.joint_states, args.wait)
-    centre = demo_centre(model.joint_names, reference, state)
-    if centre is None:
-        raise TrajectoryError(f'no position of joints {list(model.joint_names)} on '
-                              f'{args.reference} or {args.joint_states} within {args.wait} s: '
-                              'the demo starts from the current position')
     if args.excite:
-        return excitation_motion(model, centre, args.duration or 12.0)
-    return demo_motion(model.joint_names, centre, model.velocity_limits, model.position_limits,
-                       args.duration or 8.0)
+        return excitation_motion(model, _centre(model.joint_names, args, reference, state),
+                                 args.duration or 12.0)
+    joints = default_joints(model)  # the controller's: a gripper's fingers left out
+    return controlled_demo_motion(model, joints, _centre(joints, args, reference, state),
+                                  args.duration or 8.0)
+
+
+def _centre(joints, args, *messages):
+    centre = demo_centre(joints, *messages)
+    if centre is None:
+        raise TrajectoryError(f'no position of joints {list(joints)} on {args.reference} or '
+                              f'{args.joint_states} within {args.wait} s: the demo starts from '
+                              'the current position')
+    return centre
+
+
+def controlled_demo_motion(model, joints, centre, duration=8.0):
+    """The demo Waypoints of `joints` of `model` (RobotModel) about `centre` [rad], within
+    those joints' URDF limits (`demo_motion`)."""
+    index = [model.joint_index(name) for name in joints]
+    return demo_motion(tuple(joints), centre, model.velocity_limits[index],
+                       model.position_limits[index], duration)
 
 
 def wait_for_message(node, topic, timeout):
