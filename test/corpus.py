@@ -41,7 +41,7 @@ Timings (`TIMINGS`): 'prompt' (commands act within the tick) and 'late' (command
 plus an exponential 1 ms, 15 % of the ticks missed, pauses up to 30 ticks, ±0.5 ms stamp
 jitter: test_timing_matrix's columns), drawn per seed.
 """
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 import math
 from pathlib import Path
@@ -444,18 +444,15 @@ def every_case(seed=1, arms=None):
 
 
 def drawn_cases(count, seed=43):
-    """`count` cases drawn (seeded) from the cross product so that every arm, every truth,
-    both simulators and both timings appear at least once: a Latin-style cover, then draws."""
+    """`count` cases of the cross product, seeded: case i takes the arm i mod the arms, the
+    truth i mod 4, the timing (i // 2) mod 2, the simulator (i // 4) mod 2 (so that every
+    arm, every truth, both timings, both simulators and, with 20 cases or more, every pair
+    of them appears), and a seed drawn from `seed` (the truth's figures, the timing's
+    pauses)."""
     rng = np.random.default_rng(seed)
     names = sorted(available_arms())
-    out = []
-    for i in range(count):
-        out.append(Case(names[i % len(names)], TRUTHS[(i // 1) % len(TRUTHS)] if i < 4 else
-                        TRUTHS[rng.integers(len(TRUTHS))],
-                        TIMINGS[(i // 2) % 2] if i < 4 else TIMINGS[rng.integers(2)],
-                        SIMULATORS[i % 2] if i < 4 else SIMULATORS[rng.integers(2)],
-                        int(rng.integers(1, 10_000))))
-    return out
+    return [Case(names[i % len(names)], TRUTHS[i % len(TRUTHS)], TIMINGS[(i // 2) % 2],
+                 SIMULATORS[(i // 4) % 2], int(rng.integers(1, 10_000))) for i in range(count)]
 
 
 def failures(node, peer):
@@ -473,6 +470,3 @@ def failures(node, peer):
         out.append(f"RMS {node.rms:.2e} > the peer's {peer.rms:.2e}")
     return out
 
-
-def with_(case, **changes):
-    return replace(case, **changes)

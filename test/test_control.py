@@ -226,6 +226,59 @@ def test_torque_rate_limit_bounds_the_step_between_ticks(ur5):
     assert np.any(np.abs(second - first) > 0.99)
 
 
+def _step_bounds(model, delay):
+    """Issue 43's step bound per joint from Pinocchio: M_ii(q0) qd_max / max(delay, 1 ms) [N·m],
+    q0 the zero position clipped into the limits, M by CRBA on the URDF."""
+    pm = pin.buildModelFromXML(model.urdf)
+    q0 = np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
+    M = pin.crba(pm, pm.createData(), q0)
+    return np.diag(M) * np.asarray(model.velocity_limits) / max(delay, 1e-3)
+
+
+@pytest.mark.parametrize('delay', [0.0, 0.01])
+def test_the_step_bound_holds_on_commands_the_law_was_never_meant_to_make(ur5, delay):
+    """Issue 43: between two ticks a joint's command changes by at most M_ii(q0) qd_max / d,
+    d the loop's lateness (at least a period): the torque that takes the joint from rest to its
+    velocity limit before the loop can see it answer. A law gone bang-bang (gains 1e5 1/s²,
+    the error flipping sign every tick: the raw command swings between the effort limits)
+    reaches the arm as a ramp within that bound; the bound acts, and is counted per joint."""
+    values = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0,
+              **{f'gains.{j}.p': 1e5 for j in ur5.joint_names}}
+    cfg = validate_parameters(values, ur5)
+    controller = Controller(cfg)
+    controller.lateness = delay
+    bounds = _step_bounds(ur5, delay)
+    q, ref = np.zeros(ur5.n), np.zeros((3, ur5.n))
+    previous = controller.gravity_hold(cfg, q).copy()
+    steps = []
+    for k in range(40):
+        ref[0] = 0.5 if k % 2 else -0.5
+        tau = controller.command(cfg, q, q, ref).copy()
+        steps.append(np.abs(tau - previous))
+        previous = tau
+    steps = np.array(steps)
+    assert np.all(steps <= bounds * (1 + 1e-9) + 1e-12), (steps.max(axis=0), bounds)
+    held = bounds < 2.0 * cfg.effort_limits  # the joints whose bound is below the swing
+    assert held.any() and np.all(controller.stepped[held] > 0), controller.stepped
+    np.testing.assert_allclose(controller.step_bounds, bounds, rtol=1e-9)
+
+
+def test_the_brake_is_not_held_by_the_step_bound(ur5):
+    """Into the brake the command may change at once: M(q)(-rate qd) + g(q), clamped."""
+    cfg = validate_parameters({}, ur5)
+    controller = Controller(cfg)
+    controller.lateness = 0.01
+    q, ref = np.zeros(ur5.n), np.zeros((3, ur5.n))
+    previous = controller.command(cfg, q, q, ref).copy()
+    qd = np.full(ur5.n, 10.0)  # [rad/s] beyond every limit: the brake damps M(q) 40 qd
+    tau = controller.brake(cfg, q, qd).copy()
+    pm = pin.buildModelFromXML(ur5.urdf)
+    expected = pin.rnea(pm, pm.createData(), q, np.zeros(ur5.n), -40.0 * qd)
+    np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
+                               rtol=1e-9, atol=1e-9)
+    assert np.abs(tau - previous)[-1] > _step_bounds(ur5, 0.01)[-1]  # the wrist's, at once
+
+
 @pytest.mark.parametrize('bad', ['q', 'ref'])
 def test_non_finite_input_falls_back_to_a_finite_hold(ur5, bad):
     cfg = validate_parameters({}, ur5)
