@@ -153,7 +153,6 @@ from rnea_controller.dynamics.model import RobotModel
 GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
 TORQUE_UNIT = 0.05  # x the effort limit: the residual's unit (its noise, the estimates' prior)
 ROTOR_PER_TORQUE = 0.01  # [kg·m²/(N·m)] a^ at most this x the effort limit: real rotors 1-6e-3
-ROTOR_PRIOR = 3e-3  # [kg·m²/(N·m)] a^'s prior standard deviation per N·m of effort limit
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
 BRAKING_GROWTH = 2.0  # x ARMATURE_GROWTH: M_ii + a^'s slowest e-fold in a deceleration (rule 3)
@@ -163,7 +162,7 @@ FRICTION_CEILING = 1.0  # b^'s torque at the velocity limit at most this x the e
 STUCK_ERROR = 0.005  # [rad] a lag beyond this may be a stuck joint
 UNSTICK_TORQUE = 0.05  # a^ grows while the feedback torque is under this x the effort limit
 INTEGRAL_GATE = 0.02  # [rad/s] slower than this, a joint stands still (integral, stuck rule)
-SETTLED = 0.5 * GAIN  # the integral waits until a^'s scaled variance was at most this
+SETTLED = 0.2 * GAIN  # the integral waits until a^'s scaled variance was at most this
 NATURAL_PACE = 10.0  # [1/s] the pace Kp / Kd if Kd is 0: the default gains' (law's ω / 2)
 ESTIMATED = 4  # a [kg·m²], b [N·m·s/rad], d [N·m], c [N·m] per joint
 ESTIMATE, INTEGRAL, UNSTICK = 0, 1, 2  # the schedule's entries
@@ -230,7 +229,7 @@ def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: n
     # the covariance by 0: test_configurations)
     forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, 2.0 * window)
     unit = TORQUE_UNIT * limits  # [N·m]
-    scales = np.vstack((ROTOR_PRIOR * limits, unit / velocity, unit, unit))
+    scales = np.vstack((unit * REACH / velocity, unit / velocity, unit, unit))
     return dict(forget=forget, floors=floors, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
                 integral_clamp=bias, inertia=inertia)

@@ -59,10 +59,10 @@ structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
 
 @njit(cache=True)
-def new_law_model(*fields):
+def new_law_model(*fields: object) -> LawModel:
     return LawModel(*fields)  # compiled and cached here: the proxy's own constructor is not
 
 
 @njit(cache=True)
-def new_law_work(*fields):
+def new_law_work(*fields: object) -> LawWork:
     return LawWork(*fields)
