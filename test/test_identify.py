@@ -525,3 +525,61 @@ def test_a_links_parameter_no_body_can_have_is_refused():
     with pytest.raises(Exception, match="'base_link' is not a link moved by a joint"):
         validate_parameters({'links.base_link.mass': 2.0}, MODEL)
 
+
+
+def test_masses_file_scales_the_prior_and_names_its_source(tmp_path):
+    """`--masses FILE` (`read_masses`): each named body of the prior scaled to the vendor's
+    mass (its com kept, its inertia scaled with the mass), the other bodies the URDF's, and
+    the report says where the prior comes from; a link that is no moving body, a mass that is
+    not positive or a file that is no table is refused, naming the file."""
+    from rnea_controller.analysis.identify import _scaled_bodies, read_masses
+    from rnea_controller.errors import ParameterError
+    path = tmp_path / 'vendor.yaml'
+    path.write_text(f'masses:\n  {LINK}: 0.5\n')
+    given = read_masses(path, MODEL)
+    assert given['masses'] == {LINK: 0.5}
+    assert given['prior_source'] == f"{path} for {LINK}, the URDF's for the other bodies"
+    theta0, theta = inertial_parameters(MODEL), _scaled_bodies(MODEL, given['masses'])
+    i = 10 * body_link_names(MODEL).index(LINK)
+    assert theta[i] == pytest.approx(0.5)
+    assert theta[i:i + 10] == pytest.approx(theta0[i:i + 10] * 0.5 / theta0[i])
+    assert np.delete(theta, np.s_[i:i + 10]) == pytest.approx(np.delete(theta0, np.s_[i:i + 10]))
+    assert read_masses(None, MODEL) == {}
+    for text, words in ((f'{LINK}: -1\n', 'a body to scale needs a positive mass'),
+                        ('world: 1.0\n', "masses given for ['world']"),
+                        ('- 1.0\n', 'expected lines `link: mass_in_kg`')):
+        path.write_text(text)
+        with pytest.raises(ParameterError, match=words.replace('[', r'\[').replace(']', r'\]')):
+            read_masses(path, MODEL)
+    with pytest.raises(ParameterError, match='cannot read it'):
+        read_masses(tmp_path / 'absent.yaml', MODEL)
+
+
+def test_the_report_flags_bodies_far_from_the_prior_with_which_figure_to_trust():
+    """The prior's source, then each body beyond 0.8-1.25x its prior's mass: at a bound,
+    trust neither (give the vendor's masses); identified and the held-out torques better,
+    trust the identified; seen only with its neighbours, trust the prior's; within the range,
+    no line."""
+    from rnea_controller.analysis.report import _prior_lines
+    bodies = {'a': (1.0, 2.0, 'upper', 'identified'), 'b': (1.0, 0.5, None, 'identified'),
+              'c': (1.0, 1.5, None, 'only in combination with others'),
+              'd': (1.0, 1.1, None, 'identified')}
+    result = {'prior_source': 'vendor.yaml for a, b',
+              'holdout': {'joints': {'j': {'identified': 0.1, 'urdf': 0.3}}},
+              'parameters': {f'{k}.m': {'urdf': v[0], 'status': v[3]} for k, v in bodies.items()},
+              'plausibility': {'bodies': {k: {'mass': v[1], 'at_bound': v[2]}
+                                          for k, v in bodies.items()}}}
+    lines = _prior_lines(result)
+    assert lines[0] == ('  prior (masses, bounds, what the motion does not see): vendor.yaml '
+                        'for a, b')
+    assert len(lines) == 4
+    assert lines[1].startswith("  a: 2 kg, +100 % from the prior's 1 kg: at its bound")
+    assert "trust neither figure, give the vendor's masses (--masses FILE)" in lines[1]
+    assert lines[2].startswith("  b: 0.5 kg, -50 % from the prior's 1 kg: the motion sees")
+    assert lines[2].endswith('trust it over the prior')
+    assert lines[3].startswith("  c: 1.5 kg, +50 % from the prior's 1 kg: the motion sees this "
+                               "mass only with its neighbours'")
+    result['holdout']['joints']['j']['identified'] = 0.4  # held-out torques worse: not trusted
+    assert "trust the prior's mass" in _prior_lines(result)[2]
+    assert _prior_lines({'prior_source': None}) == [
+        '  prior (masses, bounds, what the motion does not see): URDF']

@@ -15,7 +15,7 @@ import published_models
 import pytest
 
 from rnea_controller.analysis import heldout
-from rnea_controller.analysis.validate import _configured, validate_bag
+from rnea_controller.analysis.validate import _configured, main, validate_bag
 from rnea_controller.dynamics.model import RobotModel
 
 DATA = SHARED_DATA / 'wiebe_double_pendulum'
@@ -24,8 +24,13 @@ JOINTS = ['Joint1', 'Joint2']
 pytestmark = pytest.mark.skipif(not (DATA / 'published_model.yaml').exists(), reason=(
     f'the real recording wiebe_double_pendulum is not at {DATA} (../shared/data beside the '
     'project root)'))
-# ours / published held-out RMS where the identification of one 10-s run is not yet the
-# published model's (fitted on 9 runs) equal, measured (docs/validation.md): beyond it fails
+# NOT issue 44's bar (ours <= published), which one 10-s run does not reach here: a regression
+# margin, ours / published held-out RMS on every row, measured at the window the data choose
+# (docs/validation.md: 1.29, 1.39 at 500 Hz; 1.25, 1.39 at 100 Hz). Even the published
+# model's own five parameters fitted by least squares to this run, with the authors' 5-Hz
+# filter, predict the hold-out run 1.10x and 1.29x worse than the published ones fitted to 9
+# runs: the excitation does not determine what the hold-out run needs (the elbow's rotor
+# inertia, each run's zero and torque offset). Beyond it fails.
 WORSE_THAN_PUBLISHED = {500: {'Joint1': 1.35, 'Joint2': 1.45}, 100: {'Joint1': 1.35,
                                                                     'Joint2': 1.45}}
 
@@ -98,3 +103,21 @@ def test_identified_on_one_run_predicts_another(rate, model, request):
                                             rel=1e-3), joint
         assert ours['rms'] < 0.5 * table['urdf'][joint]['rms'], joint
         assert ours['rms'] <= WORSE_THAN_PUBLISHED[rate][joint] * theirs['rms'], (joint, table)
+
+
+def test_masses_file_is_the_prior_and_the_report_says_so(tmp_path, capsys):
+    """`rnea-validate --identify --masses FILE` with the published links' masses as the
+    vendor's table (the URDF's are another parameter set's): the report names the file as the
+    prior's source, and the bounds are about those masses (0.5-2x link 1's)."""
+    published = published_models.spec('wiebe_double_pendulum')['links']
+    masses = tmp_path / 'masses.yaml'
+    masses.write_text(''.join(f"{link}: {v['mass']}\n" for link, v in published.items()))
+    code = main([str(DATA / 'excitation'), '--urdf', str(URDF), '--identify', '--holdout',
+                 str(DATA / 'holdout'), '--masses', str(masses), '-o', str(tmp_path / 'out'),
+                 '--no-plots', '--no-progress'])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert (f'prior (masses, bounds, what the motion does not see): {masses} for Link1, Link2, '
+            "the URDF's for the other bodies") in out
+    link1 = published['Link1']['mass']  # Link2 carries the payload estimate: no upper bound
+    assert f'mass bounds {0.5 * link1:.4g}-{2 * link1:.4g} kg' in out

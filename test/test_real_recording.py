@@ -273,9 +273,12 @@ def unreplayed(urdf, tmp_path_factory):
                         holdout=held_bag), held_bag
 
 
-# ours / published held-out RMS on the distinct motion where the identified model is not yet
-# the published one's equal (measured, docs/validation.md): a regression beyond it fails
-WORSE_THAN_PUBLISHED = {'panda_joint7': 1.15}  # measured 1.08 (friction: the published sigmoid)
+# NOT issue 44's bar (ours <= published): a regression margin where the identified model is
+# not yet the published one's equal, ours / published held-out RMS on the distinct motion
+# (measured, docs/validation.md): joint 7 measured 1.08 at the 80-ms window the data choose
+# (0.96-1.18 at 20-320 ms), its friction (the published sigmoid, 0.19 rad/s wide, fitted on
+# all of the recording); a regression beyond it fails. Every other joint is held to 1.0.
+WORSE_THAN_PUBLISHED = {'panda_joint7': 1.15}
 WORSE_THAN_PUBLISHED_SLOW = {}
 SLOW_ROWS = 30  # fewer slow rows than this are not a figure (about 0.3 s of a joint's creep)
 
@@ -284,8 +287,9 @@ def test_heldout_motion_the_fit_never_saw(unreplayed, urdf, model):
     """Held out: the motion of 4-6 s, removed from the fit in both periods (the tool's first
     held-out block, without its replay). On it the identified model predicts every joint's
     torque better than the URDF's and no worse than the published one (which its authors
-    fitted on all of it), on every row and on the slow rows (where a joint has enough of
-    them); its bodies are plausible."""
+    fitted on all of it), on every row and on the slow rows (where a joint has SLOW_ROWS of
+    them: joints 2, 3, 5); its bodies are plausible. Joint 7 misses the bar on every row (1.08
+    measured): held to a regression margin (WORSE_THAN_PUBLISHED), not to the bar."""
     result, held_bag = unreplayed
     assert result.passed, result.failures
     assert result.report['identification']['holdout']['source'] == 'second bag'
