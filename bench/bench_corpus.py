@@ -45,7 +45,7 @@ def main(argv=None):
     print(header)
     bad = 0
     with multiprocessing.get_context('spawn').Pool(args.processes) as pool:
-        for case, node, peer, wall in pool.imap(_one, cases):
+        for case, node, peer, _wall in pool.imap(_one, cases):
             why = corpus.failures(node, peer)
             bad += bool(why)
             print(f'{case.name:44s} {node.rms:9.2e}/{peer.rms:9.2e} '

@@ -139,3 +139,29 @@ def test_imports_inside_the_core_run_one_way():
 
     circles = [name for name in graph if name not in inits and reaches(name, name, set())]
     assert not circles, f'imports in a circle through: {circles}'
+
+
+CONSTANT_MODULES = ('control/law.py', 'control/adaptation.py', 'control/contact.py',
+                    'control/modes.py')
+
+
+def test_every_constant_of_the_control_layer_is_in_the_docs_table():
+    """Issue 43: docs/controller.md lists every numeric constant of the law, its adaptation,
+    the contact observer and the modes, with its unit and its derivation or meaning."""
+    table = (PACKAGE.parent / 'docs' / 'controller.md').read_text()
+    section = table[table.index('### Every constant of the control layer'):]
+    missing = []
+    for relative in CONSTANT_MODULES:
+        tree = ast.parse((PACKAGE / relative).read_text())
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                continue
+            name = node.targets[0].id
+            numeric = isinstance(node.value, (ast.Constant, ast.BinOp)) and not (
+                isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+            if name.isupper() and numeric and f'`{name}`' not in section:
+                missing.append(f'{relative}: {name}')
+    structural = {'control/law.py: ROWS', 'control/law.py: GRAVITY',
+                  'control/adaptation.py: ESTIMATED'}
+    assert not set(missing) - structural, sorted(set(missing) - structural)

@@ -38,8 +38,11 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    the friction at rest, and the demo ended 2-5e-3 rad off (now a^ 0.08-0.25, 3.5-5.5e-4
    rad; test_timing_matrix).
 3. A slow loop (`_estimate_joint`). The estimates act on the arm whose response they are
-   learnt from, so each step is bounded: regressors scaled to about 1 at the velocity limit
-   and at that limit reached in REACH; the covariance's diagonal at most GAIN (no estimate
+   learnt from, so each step is bounded: the residual in units of TORQUE_UNIT x the joint's
+   effort limit (issue 43: it was 1 N·m on every arm, so a UR5's shoulder learnt as fast as a
+   Panda's wrist), regressors scaled to about one unit at the velocity limit and at that limit
+   reached in REACH, a^ at most ROTOR_PER_TORQUE x the effort limit (real rotors reflect
+   1-6e-3 kg·m² per N·m); the covariance's diagonal at most GAIN (no estimate
    takes more than about half a window's residual: per tick, a gain of 1 reached 4.6-7x the
    velocity limit); M_ii + a^ grows at most by e per ARMATURE_GROWTH (a spurious a^ on the
    1.4e-4 kg·m² wrist destabilises its feedback within ticks; a 0.1 kg·m² rotor is learnt in

@@ -42,7 +42,10 @@ the arm must be told the same load); the limits apply to what is published. The 
 then publishes zero, as the arm holds itself.
 
 Limits, in this order: optional torque-rate limit |tau - tau_prev| <= rate·dt; effort clamp
-|tau| <= min(URDF <limit effort>, effort_limits.<joint>). A non-finite law falls back to the
+|tau| <= min(URDF <limit effort>, effort_limits.<joint>); the step bound (issue 43, always on,
+`_bounded`): |tau - tau_prev| <= (M_ii(q0) + a^) qd_max / d per joint, d the loop's lateness
+(`Controller.lateness`, at least a period), whatever the law computed (the brake and the gravity
+hold excepted). A non-finite law falls back to the
 gravity hold of the last configuration whose law was finite, at the measured q (else to the
 previous command, else to zero), so a published command is always finite and within limits;
 `fallbacks` counts them and `failing_since` tells the node how long it has lasted. Every tick
