@@ -184,6 +184,22 @@ def test_braking_to_hold_at_the_measured_position_once_every_joint_is_at_rest():
     assert m.fault is not None  # the last overspeed stays on record
 
 
+def test_a_brake_that_does_not_stop_the_arm_ends_in_a_hold_after_its_longest_time():
+    """Issue 43: a brake whose gravity the arm does not match (a payload, links off) leaves it
+    sinking at the brake's terminal speed, above the rest speed: after BRAKE_LONGEST (twice
+    what the slowest brake takes from twice a limit to rest) the law holds it, not the brake."""
+    m, log, cfg = machine(modes.BRAKING)
+    qd = np.array([0.0, 0.5, 0.0, 0.0])  # 'b' at 0.5 rad/s, above its rest speed 0.1
+    t = 1.1 + modes.BRAKE_LONGEST
+    assert m.step(cfg, t - 1e-3, t - 1e-3, Q, qd) == modes.BRAKE
+    assert m.step(cfg, t + 1e-3, t + 1e-3, Q + 0.1, qd) == modes.LAW
+    assert m.mode == modes.HOLD
+    np.testing.assert_array_equal(m.trajectory.sample(t + 1.0)[0], (Q + 0.1)[:3])
+    (warning,) = log.texts('warning')
+    assert 'still moving' in warning and 'holding the measured position' in warning
+    assert 0.5 < modes.BRAKE_LONGEST < 2.0  # [s] from the loop's latest brake
+
+
 def test_braking_to_stale_when_states_stop_coming():
     m, log, cfg = machine(modes.BRAKING)
     assert m.step(cfg, 1.3, 1.1, Q, np.array([0.0, 3.0, 0.0, 0.0])) == modes.LAW

@@ -35,7 +35,11 @@ Transitions, all here (`step` once a tick before the command, `commanded` after 
   integral and estimates cleared by the loop); left only for a new trajectory (-> tracking),
   an overspeed (-> braking) or stale states.
 - braking, every controlled joint below its rest speed (REST_FRACTION of its limit, or
-  REST_SPEED where it has none) -> hold of the measured position.
+  REST_SPEED where it has none), or braking for BRAKE_LONGEST -> hold of the measured position
+  (issue 43: on an arm whose gravity the model gets wrong, a payload or links off, the brake's
+  g(q) does not hold it, and it sank at the brake's terminal speed, above the rest speed,
+  braking to the end of the run: 1.37 rad off on the corpus's Jaco2 with a payload; the hold's
+  law, its estimate and integral, corrects what the brake cannot).
 - after the law: the trajectory's end reached -> hold, else tracking; the law not finite ->
   law failure (logged once an activation), and after `law_failure_timeout` -> `deactivate`.
 - the effort controller of other joints -> refused; the loop stopped -> finished (both final).
@@ -72,6 +76,9 @@ COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOL
 
 REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
 REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
+# [s] the longest brake: twice what the slowest brake (π / (4 x 0.1 s), the loop's latest,
+# ros/loop.py LATE_MOST) takes to slow a joint from twice its limit to its rest speed
+BRAKE_LONGEST = 2.0 * math.log(2.0 / REST_FRACTION) / (math.pi / (4.0 * 0.1))
 STOP_TIME = 0.5  # [s] a stale stop decelerates a joint by at most its velocity limit in this
 
 
@@ -105,6 +112,7 @@ class Modes:
         self.mode = WAITING
         self.trajectory = None
         self.fault, self.overspeeds, self.dropped = None, 0, None
+        self._braking_since = -math.inf
         self.contact, self.contacts, self._contact_hold = None, 0, None
         self.deactivate = False
         self._stale_since = None
@@ -132,7 +140,7 @@ class Modes:
             self._seen = arrival
             speeds, slowest = qd.tolist(), self._slowest
             if self.mode is BRAKING or not (-slowest <= min(speeds) and max(speeds) <= slowest):
-                self._watch(cfg, q, speeds)  # else every joint is below every limit
+                self._watch(cfg, q, speeds, now)  # else every joint is below every limit
         return COMMAND[self.mode]
 
     def commanded(self, cfg: 'ControllerConfig', now: float, holding: bool,
@@ -196,12 +204,17 @@ class Modes:
         self.dropped = (self.trajectory, reason)
         self.trajectory = None
 
-    def _watch(self, cfg, q, speeds):
-        """A new state (speeds: a list, model order): overspeed -> braking; braking and at rest
-        -> hold where it is."""
+    def _watch(self, cfg, q, speeds, now):
+        """A new state (speeds: a list, model order): overspeed -> braking; braking and at rest,
+        or braking for BRAKE_LONGEST [s] -> hold where it is."""
         if self.mode is BRAKING:
             if all(abs(speeds[i]) < rest for i, rest in zip(self._index, self._rest)):
                 self._log('info', 'at rest after braking: holding the measured position')
+                self._hold(cfg, q)
+            elif now - self._braking_since > BRAKE_LONGEST:
+                self._log('warning', f'braked {BRAKE_LONGEST:.2f} s and still moving (the '
+                                     "model's gravity does not hold the arm): holding the "
+                                     'measured position')
                 self._hold(cfg, q)
             return
         for name, i, limit in zip(self.joints, self._index, self._limits):
@@ -210,7 +223,7 @@ class Modes:
                 self.fault = (f'joint {name!r} at {speeds[i]:.3g} rad/s, beyond its velocity '
                               f'limit {limit:g} rad/s')
                 self._drop(f'{BRAKING}: {self.fault}')
-                self.mode = BRAKING
+                self.mode, self._braking_since = BRAKING, now
                 self._log('error', f'{self.fault}: braking to rest (trajectory dropped), then '
                                    'holding where it stops')
                 return
