@@ -54,7 +54,7 @@ KERNEL_MODULES = ('rnea_controller.dynamics.rnea_kernel', 'rnea_controller.contr
                   'rnea_controller.control.adaptation', 'rnea_controller.control.friction',
                   'rnea_controller.control.contact', 'rnea_controller.control.goal',
                   'rnea_controller.control.trajectory', 'rnea_controller.control.timing',
-                  'rnea_controller.control.loop_stats')
+                  'rnea_controller.control.loop_stats', 'rnea_controller.control.records')
 
 
 def kernels() -> dict:
