@@ -205,14 +205,22 @@ def reference_holds(client, q, seconds=0.3, timeout=10.0):
     (lambda g: g.trajectory.points[0].positions.__setitem__(2, 4.0), 'outside its limits'),
     (lambda g: setattr(g.trajectory.header.stamp, 'sec', 1000), 'in the past'),
     (lambda g: g.multi_dof_trajectory.joint_names.append('x'), 'multi_dof_trajectory'),
+    # issue 45: beyond the velocity limit at a point, and between two (0.05 rad in 10 ms)
+    (lambda g: g.trajectory.points[0].velocities.__setitem__(4, 1e6),
+     "point 0: velocity 1e+06 rad/s of joint 'wrist_2_joint' is beyond its limit 3.14159"),
+    (lambda g: setattr(g.trajectory.points[1], 'time_from_start', duration(0.51)),
+     "between point 0 and point 1: velocity 3.33594 rad/s of joint 'shoulder_pan_joint' is"),
 ])
 def test_invalid_goals_are_rejected_with_the_reason_in_the_log(fed, change, reason):
+    """Rejected as JTC rejects an invalid goal (GoalResponse.REJECT: no result follows), the
+    reason logged, and the arm held still where it is."""
     client, procs, proc = fed
     request = goal_of(move(Q0, np.full(6, 0.1), 1.0))
     change(request)
     handle = client.send(request)
     assert not handle.accepted
     assert wait_for(lambda: reason in procs.output(proc), 3.0), procs.output(proc)[-2000:]
+    reference_holds(client, Q0, seconds=0.1)
 
 
 def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):

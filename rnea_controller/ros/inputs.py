@@ -32,7 +32,7 @@ from sensor_msgs.msg import JointState
 
 from rnea_controller import wire
 from rnea_controller.control.jump_gate import JumpGate
-from rnea_controller.control.trajectory import plan_arrays
+from rnea_controller.control.trajectory import Limits, plan_arrays
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import DescriptionWarning, ModelError
 from rnea_controller.wire import JOINT_STATE
@@ -240,7 +240,16 @@ def plan_trajectory(msg, cfg, current, now, start):
     return plan_arrays(names, times, positions, velocities, accelerations,
                        joint_names=cfg.joints,
                        position_limits=cfg.model.position_limits[cfg.index], current=current,
-                       now=now, start_time=start, allow_partial=cfg.allow_partial)
+                       now=now, start_time=start, allow_partial=cfg.allow_partial,
+                       limits=trajectory_limits(cfg))
+
+
+def trajectory_limits(cfg):
+    """What the arm can do (trajectory.Limits): the URDF's velocity limits and the effort
+    limits in force, through the config's model (armature, payload, links), with
+    `trajectory_limit_margin`."""
+    return Limits(cfg.model.velocity_limits[cfg.index], cfg.effort_limits,
+                  float(cfg.values['trajectory_limit_margin']), cfg.model, cfg.index)
 
 
 def wrench(msg, model):
