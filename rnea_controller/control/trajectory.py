@@ -418,7 +418,7 @@ def _check_velocities(c, T, bound, names, first_point, scale):
     f = np.roll(np.linspace(0.0, 1.0, SAMPLES), 1)  # its end first: a point's own value wins
     for start in range(0, len(T), CHUNK):
         s = (T[start:start + CHUNK, None] * f)[:, :, None]  # (m, SAMPLES, 1) [s]
-        _, qd, _ = _horner(c[start:start + CHUNK, None], s)  # (m, SAMPLES, n)
+        qd = _speed(c[start:start + CHUNK, None], s)  # (m, SAMPLES, n)
         over = ~(np.abs(qd) <= bound)
         if over.any():
             k, sample, j = np.argwhere(over)[0]
@@ -436,6 +436,12 @@ def _where(point, segment, at_end):
     if segment == 0:
         return f'between the current reference and point {point}'
     return f'between point {point - 1} and point {point}'
+
+
+def _speed(c, s):
+    """qd of coefficients c (..., 6, n) at s (broadcast against c[..., 0, :])."""
+    c1, c2, c3, c4, c5 = (c[..., j, :] for j in range(1, 6))
+    return c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
 
 
 def _horner(c, s):

@@ -221,24 +221,34 @@ def _fill_absent(q, qd, absent, followed):
 
 
 def trajectory_arrays(msg):
-    """(names, times [s], positions, velocities, accelerations) of a JointTrajectory, cheaply:
-    one pass over the points; each point's arrays are passed as they are (array.array rows),
-    for `plan_arrays` to check and stack in numpy."""
+    """The `wire.TrajectoryArrays` of a rclpy JointTrajectory, cheaply: one pass over the
+    points; each point's arrays are passed as they are (array.array rows), for `plan_arrays`
+    to check and stack in numpy."""
     points = msg.points
     times = np.fromiter((p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
                          for p in points), np.float64, len(points))
     rows = [[getattr(p, field) for p in points]
             for field in ('positions', 'velocities', 'accelerations')]
     velocities, accelerations = (row if any(len(r) for r in row) else None for row in rows[1:])
-    return list(msg.joint_names), times, rows[0], velocities, accelerations
+    stamp = msg.header.stamp
+    return wire.TrajectoryArrays(stamp.sec * 1_000_000_000 + stamp.nanosec,
+                                 list(msg.joint_names), times, rows[0], velocities,
+                                 accelerations)
 
 
 def plan_trajectory(msg, cfg, current, now, start):
-    """The reference replacing the current one: msg checked and planned from `current`."""
-    names, times, positions, velocities, accelerations = trajectory_arrays(msg)
-    check_names(names)
-    return plan_arrays(names, times, positions, velocities, accelerations,
-                       joint_names=cfg.joints,
+    """The reference replacing the current one: a rclpy JointTrajectory checked and planned
+    from `current` (`plan_arrays`)."""
+    return plan_trajectory_arrays(trajectory_arrays(msg), cfg, current, now, start)
+
+
+def plan_trajectory_arrays(arrays, cfg, current, now, start):
+    """The reference replacing the current one: `arrays` (wire.TrajectoryArrays) checked,
+    within the arm's limits, and planned from `current` (3, m) at `now` [s], its points
+    from `start` [s] (None: now)."""
+    check_names(arrays.names)
+    return plan_arrays(arrays.names, arrays.times, arrays.positions, arrays.velocities,
+                       arrays.accelerations, joint_names=cfg.joints,
                        position_limits=cfg.model.position_limits[cfg.index], current=current,
                        now=now, start_time=start, allow_partial=cfg.allow_partial,
                        limits=trajectory_limits(cfg))
