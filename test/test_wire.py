@@ -239,6 +239,7 @@ def test_a_trajectory_read_from_its_bytes_is_what_rclpy_reads(names, seed, stamp
     message gives, field by field."""
     from builtin_interfaces.msg import Duration
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
     from rnea_controller.ros.inputs import trajectory_arrays
     rng = np.random.default_rng(seed)
 
