@@ -10,8 +10,8 @@ a command and a reference out at 1 kHz, typed, as a user would write it; issue 4
 controller's CPU at or under it, 'CPU ratio node / bare same-I/O node'). A run is `events` or
 `single` (the executor), optionally `+rtN`: node and peers alike with SCHED_FIFO priority N,
 and `+cpuK`: node and peers alike bound to CPU core K (the node's --cpu-affinity). Printed per
-run: achieved loop rate, missed ticks, tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost joint-state messages
-(in the measured window: the feeder's stamps against the node's count; those lost before the
+run: achieved loop rate, missed ticks, tick compute time p99, CPU % of one core (from
+/proc/<pid>/stat), lost joint-state messages (in the measured window: the feeder's stamps against the node's count; those lost before the
 node's reader had matched the feeder, during discovery, are shown apart), period jitter p99
 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
 Per-second figures come from the node's /diagnostics (and the same computation in the bare
