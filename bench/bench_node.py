@@ -11,9 +11,9 @@ controller's CPU at or under it, 'CPU ratio node / bare same-I/O node'). A run i
 `single` (the executor), optionally `+rtN`: node and peers alike with SCHED_FIFO priority N,
 and `+cpuK`: node and peers alike bound to CPU core K (the node's --cpu-affinity). Printed per
 run: achieved loop rate, missed ticks, tick compute time p99, CPU % of one core (from
-/proc/<pid>/stat), lost joint-state messages (in the measured window: the feeder's stamps against the node's count; those lost before the
-node's reader had matched the feeder, during discovery, are shown apart), period jitter p99
-and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
+/proc/<pid>/stat), lost joint-state messages (in the measured window: the feeder's stamps
+against the node's count; those lost before the node's reader had matched the feeder, during
+discovery, are shown apart), period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
 Per-second figures come from the node's /diagnostics (and the same computation in the bare
 timer); a run's figure is the median over its seconds, with the worst second alongside.
 First, in this process: the node's message paths (`wire`: bytes written and read in place)
