@@ -2,20 +2,20 @@
 
     .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt45 events+cpu1 ...]
 
-For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on the
-Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
-publishing its joint states at 1 kHz, a bare rclpy node with a 1 kHz timer and the same
-executor (the peer), and a bare rclpy node with the controller's own I/O (the joint states in,
-a command and a reference out at 1 kHz, typed, as a user would write it; issue 45: the
-controller's CPU at or under it, 'CPU ratio node / bare same-I/O node'). A run is `events` or
-`single` (the executor), optionally `+rtN`: node and peers alike with SCHED_FIFO priority N,
-and `+cpuK`: node and peers alike bound to CPU core K (the node's --cpu-affinity). Printed per
-run: achieved loop rate, missed ticks, tick compute time p99, CPU % of one core (from
-/proc/<pid>/stat), lost joint-state messages (in the measured window: the feeder's stamps
-against the node's count; those lost before the node's reader had matched the feeder, during
-discovery, are shown apart), period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
-Per-second figures come from the node's /diagnostics (and the same computation in the bare
-timer); a run's figure is the median over its seconds, with the worst second alongside.
+For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on
+the Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
+publishing its joint states at 1 kHz, a bare rclpy node with a 1 kHz timer and the same executor
+(the peer), and a bare rclpy node with the controller's own I/O (the joint states in, a command
+and a reference out at 1 kHz, typed, as a user would write it; issue 45: the controller's CPU at
+or under it, 'CPU ratio node / bare same-I/O node'). A run is `events` or `single` (the
+executor), optionally `+rtN`: node and peers alike with SCHED_FIFO priority N, and `+cpuK`: node
+and peers alike bound to CPU core K (the node's --cpu-affinity). Printed per run: achieved loop
+rate, missed ticks, tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost
+joint-state messages (in the measured window: the feeder's stamps against the node's count;
+those lost before the node's reader had matched the feeder, during discovery, are shown apart),
+period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-
+process. Per-second figures come from the node's /diagnostics (and the same computation in the
+bare timer); a run's figure is the median over its seconds, with the worst second alongside.
 First, in this process: the node's message paths (`wire`: bytes written and read in place)
 side by side with rclpy's typed publish and deserialization of the same messages.
 """
