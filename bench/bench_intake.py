@@ -59,11 +59,16 @@ Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 PERIOD = 1e-3
 
 
-def message(N, dt=1e-3):
-    """A JointTrajectory of N points dt apart: a slow sine around Q0 with its derivatives."""
+LEAD = 0.5  # [s] the first point's time: from wherever the reference is, within the limits
+
+
+def message(N, dt=1e-3, lead=0.0):
+    """A JointTrajectory of N points dt apart: a slow sine around Q0 with its derivatives,
+    its points `lead` [s] later (the sine's phase as without it)."""
     t = dt * np.arange(1, N + 1)
     w = 2 * np.pi / max(t[-1], 1.0)
     s, c = np.sin(w * t)[:, None], np.cos(w * t)[:, None]
+    t = t + lead
     q, qd, qdd = Q0 + 0.1 * s, 0.1 * w * c * np.ones(6), -0.1 * w * w * s * np.ones(6)
     points = [JointTrajectoryPoint(
         positions=q[k].tolist(), velocities=qd[k].tolist(), accelerations=qdd[k].tolist(),
@@ -250,10 +255,10 @@ def inputs(refs, sizes):
     from rclpy.parameter_client import AsyncParameterClient
     from sensor_msgs.msg import JointState
     rows = [(f'trajectory, {N:,} points (topic)', lambda N=N: refs.publisher.publish(
-        message(N)), f'trajectory accepted: {N} points') for N in sizes]
+        message(N, lead=LEAD)), f'trajectory accepted: {N} points') for N in sizes]
     action = ActionClient(refs.node, FollowJointTrajectory,
                           '/rnea_controller/follow_joint_trajectory')
-    goal = FollowJointTrajectory.Goal(trajectory=message(max(sizes)))
+    goal = FollowJointTrajectory.Goal(trajectory=message(max(sizes), lead=LEAD))
     goal.trajectory.points[-1].velocities = [0.0] * 6
     goal.trajectory.points[-1].accelerations = [0.0] * 6
     names = JOINTS + [f'extra_joint_{k}' for k in range(2500)]
@@ -285,6 +290,7 @@ def one_send(refs, send, taken, log):
     before = read(log).count(taken) if taken else 0
     send()
     wait(lambda: refs.missed and refs.missed[-1][0] > sent + 2.2, 30.0)
+    wait(lambda: taken is None or read(log).count(taken) > before, 10.0)
     took = 'n/a' if taken is None else 'yes' if read(log).count(taken) > before else 'NO'
     quiet, loaded = refs.worst_gap_ms(sent - 2.0, sent - 0.1), refs.worst_gap_ms(sent - 0.1,
                                                                                  sent + 2.0)
