@@ -72,7 +72,7 @@ class TrajectoryPoint:
 
 
 SAMPLES = 9  # instants per segment where its velocity is checked against the limits, ends included
-TORQUE_CHUNK = 256  # points per RNEA call of the torque check (a call holds the GIL: ~0.5 ms)
+TORQUE_CHUNK = 64  # points per RNEA call of the torque check (each call holds the lock)
 
 
 @dataclass(frozen=True)
