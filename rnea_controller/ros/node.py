@@ -165,8 +165,8 @@ class ControllerNode(LifecycleNode):
             intake=self.intake)
         self._velocity_logged = False
         self.sources, self._offset_logged = None, False
-        self._sources_timer = self.create_timer(SOURCES_PERIOD, self._check_sources,
-                                                clock=self._steady)
+        self._sources_timer = self.create_timer(
+            SOURCES_PERIOD, realtime.timer_callback(self._check_sources), clock=self._steady)
         self.get_logger().info('active' + realtime.since_start())
         self._log_kernels()
         return TransitionCallbackReturn.SUCCESS
