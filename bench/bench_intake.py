@@ -10,8 +10,9 @@
    - `plan(points)`: the list of TrajectoryPoint that the node built before plan_arrays existed;
    - `rclpy deserialize`: what rclpy spends turning the CDR bytes into that message (the
      node's intake before issue 45; the action server's still);
-   - `rosbags read`: `wire.read_trajectory`, the topic's intake since issue 45 (Python, which
-     hands the lock over; arrays stacked in blocks).
+   - `wire read`: `wire.read_trajectory`, the topic's intake since issue 45 (the points'
+     numbers read where they lie, in blocks);
+   - `+ limits`: `plan_arrays(arrays)` with the arm's limits checked (issue 45).
    And one `Trajectory.sample` [µs] at N = 100 and at the largest N: bisection, O(log N).
 2. The live node (`rnea-controller --urdf arm.urdf`, states at 200 Hz from test/state_feeder.py,
    state_timeout 1 s so that a stalled feeder on a loaded machine does not stop it, latency
@@ -46,6 +47,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 
 from rnea_controller import default_urdf_path, RobotModel, wire  # noqa: E402
 from rnea_controller.control.trajectory import (  # noqa: E402
+    Limits,
     plan,
     plan_arrays,
     TrajectoryPoint,
@@ -54,6 +56,7 @@ from rnea_controller.control.trajectory import (  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 MODEL = RobotModel.from_urdf_file(default_urdf_path())
 STORE = wire.default_typestore()
+LIMITS = Limits(MODEL.velocity_limits, MODEL.effort_limits, 0.0, MODEL, np.arange(MODEL.n))
 JOINTS = list(MODEL.joint_names)
 Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 PERIOD = 1e-3
@@ -107,17 +110,19 @@ def planning(sizes):
     kw = dict(joint_names=JOINTS, position_limits=MODEL.position_limits,
               current=np.array([Q0, np.zeros(6), np.zeros(6)]), now=0.0)
     print('planning alone, 6 joints, best of 5 [ms]')
-    print(f'{"N":>7} {"rclpy deserialize":>18} {"rosbags read":>13} {"message -> rows":>16} '
-          f'{"plan_arrays(rows)":>18} {"plan_arrays(arrays)":>20} {"plan(points)":>13}')
+    print(f'{"N":>7} {"rclpy deserialize":>18} {"wire read":>10} {"message -> rows":>16} '
+          f'{"plan_arrays(rows)":>18} {"plan_arrays(arrays)":>20} {"+ limits":>9} '
+          f'{"plan(points)":>13}')
     for N in sizes:
         figures = planning_row(message(N), kw)
-        widths = (18, 13, 16, 18, 20, 13)
+        widths = (18, 10, 16, 18, 20, 9, 13)
         print(f'{N:>7} ' + ' '.join(f'{f:>{w}.2f}' for f, w in zip(figures, widths)))
     sampling(sizes, kw)
 
 
 def planning_row(msg, kw):
-    """[ms]: deserialize, message -> rows, plan_arrays(rows), plan_arrays(arrays), plan(points)."""
+    """[ms]: deserialize, wire read, message -> rows, plan_arrays(rows), plan_arrays(arrays),
+    with the limits, plan(points)."""
     data = serialize_message(msg)
     rows = to_rows(msg)
     arrays = [np.asarray(rows[0])] + [np.array(r) for r in rows[1:]]
@@ -127,6 +132,7 @@ def planning_row(msg, kw):
             best_ms(lambda: to_rows(msg)),
             best_ms(lambda: plan_arrays(JOINTS, *rows, **kw)),
             best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw)),
+            best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw, limits=LIMITS)),
             best_ms(lambda: plan(JOINTS, to_points(msg), **kw), repeats=2)]
 
 
