@@ -13,6 +13,17 @@ A message whose bytes equal the template's everywhere but in the stamp and the a
 same names, frame id and array lengths, hence the same layout (`Layout.matches`); anything else
 goes to a full deserialization, which decides. test/test_wire.py holds this against rosbags
 and rclpy on random messages.
+
+Trajectories (`read_trajectory`, issue 45) are read from the bytes the subscription takes raw,
+without an object per point: rclpy's conversion builds ~30,000 objects for 10,000 points, and
+the collections they set off scan them all holding the interpreter's lock (the control tick
+waited 30-120 ms). Here is the one place where a layout is computed: points that all carry
+the same array lengths (the usual case) lie at offsets CDR's alignment rules give (two shapes,
+by the point's start modulo 8), which a loop over the points finds and every point's length
+words check; numpy then gathers their numbers. Any other message goes to rosbags'
+deserializer, its objects made with the garbage collector paused (`collection_paused`) and
+freed before it resumes. test/test_wire.py holds both against rclpy's reading on random
+messages.
 """
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
