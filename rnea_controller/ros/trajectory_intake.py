@@ -5,9 +5,9 @@ topic spelled out under the controller's name) spun by its own executor in its o
 reading and planning run there, and the tick only swaps the planned trajectory in (O(1)), if
 the reference it was planned from is still the current one. The interpreter's switch interval
 is shortened so that the tick gets the GIL back within about half a millisecond, and nothing
-here holds the lock longer than that: the subscription takes the message's bytes (raw),
-rosbags' deserializer (Python) reads them with the garbage collector paused (`wire.
-read_trajectory`), planning and the limits' checks go in blocks (`trajectory.plan_arrays`).
+here holds the lock much longer than that: the subscription takes the message's bytes (raw),
+`wire.read_trajectory` reads their numbers where they lie, without an object per point,
+planning and the limits' checks go in blocks (`trajectory.plan_arrays`).
 Before (issue 45), rclpy's deserialization, and the collections its objects set off, made the
 loop wait 100-124 ms after a 10,000-point trajectory in a fuzz; `./run bench intake` measures
 the loop's worst gap with and without such inputs.
