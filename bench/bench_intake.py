@@ -8,16 +8,21 @@
      points' float64 arrays as they are);
    - `plan_arrays(rows)` (what the node calls) and `plan_arrays(arrays)` from (N, 6) arrays;
    - `plan(points)`: the list of TrajectoryPoint that the node built before plan_arrays existed;
-   - `rclpy deserialize`: what rclpy spends turning the CDR bytes into that message before any
-     callback of ours runs (the floor of the node's intake).
+   - `rclpy deserialize`: what rclpy spends turning the CDR bytes into that message (the
+     node's intake before issue 45; the action server's still);
+   - `wire read`: `wire.read_trajectory`, the topic's intake since issue 45 (the points'
+     numbers read where they lie, in blocks);
+   - `+ limits`: `plan_arrays(arrays)` with the arm's limits checked (issue 45).
    And one `Trajectory.sample` [µs] at N = 100 and at the largest N: bisection, O(log N).
 2. The live node (`rnea-controller --urdf arm.urdf`, states at 200 Hz from test/state_feeder.py,
-   state_timeout 2 s so that a stalled feeder on a loaded machine does not stop it): for each
-   N, the trajectory is published `--repeats` times; the tick delay is the largest gap between
-   consecutive `~/reference` stamps (stamped at each tick) within 1 s of the send, minus the
-   1 ms period; next to it, the same figure over a quiet second just before (the peer: what this
-   machine does anyway). Targets (issue 11, defect 8): ≤ 5 ms at 1,000 points, ≤ 50 ms at
-   10,000. On a shared machine the quiet figure shows the noise floor; compare the two.
+   state_timeout 1 s so that a stalled feeder on a loaded machine does not stop it, latency
+   compensation off so that each `~/reference` stamp is its tick's): the fuzz's largest inputs
+   (issue 45), each sent `--repeats` times: a trajectory of N points on the topic, an action
+   goal of the largest N, a 100 kB joint state (2,500 extra joints), a burst of 20 parameter
+   sets. The tick delay is the largest gap between consecutive `~/reference` stamps in the 2 s
+   after the input, minus the 1 ms period; next to it, the same figure over the quiet 2 s just
+   before (the peer, in the same run: what this machine does anyway). Bar (issue 45): the gap
+   with the input at most one period over the quiet one.
    `--node-tree DIR` runs the node from another checkout's rnea_controller (e.g. a `git
    worktree` of an older commit), to measure a before and an after on the same machine.
 """
@@ -28,7 +33,6 @@ from pathlib import Path
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -41,8 +45,9 @@ from builtin_interfaces.msg import Duration  # noqa: E402  (after the ROS enviro
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
-from rnea_controller import default_urdf_path, RobotModel  # noqa: E402
+from rnea_controller import default_urdf_path, RobotModel, wire  # noqa: E402
 from rnea_controller.control.trajectory import (  # noqa: E402
+    Limits,
     plan,
     plan_arrays,
     TrajectoryPoint,
@@ -50,16 +55,23 @@ from rnea_controller.control.trajectory import (  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = RobotModel.from_urdf_file(default_urdf_path())
+STORE = wire.default_typestore()
+LIMITS = Limits(MODEL.velocity_limits, MODEL.effort_limits, 0.0, MODEL, np.arange(MODEL.n))
 JOINTS = list(MODEL.joint_names)
 Q0 = np.array([0.1, -1.2, 1.0, -0.5, 0.3, 0.2])
 PERIOD = 1e-3
 
 
-def message(N, dt=1e-3):
-    """A JointTrajectory of N points dt apart: a slow sine around Q0 with its derivatives."""
+LEAD = 0.5  # [s] the first point's time: from wherever the reference is, within the limits
+
+
+def message(N, dt=1e-3, lead=0.0):
+    """A JointTrajectory of N points dt apart: a slow sine around Q0 with its derivatives,
+    its points `lead` [s] later (the sine's phase as without it)."""
     t = dt * np.arange(1, N + 1)
     w = 2 * np.pi / max(t[-1], 1.0)
     s, c = np.sin(w * t)[:, None], np.cos(w * t)[:, None]
+    t = t + lead
     q, qd, qdd = Q0 + 0.1 * s, 0.1 * w * c * np.ones(6), -0.1 * w * w * s * np.ones(6)
     points = [JointTrajectoryPoint(
         positions=q[k].tolist(), velocities=qd[k].tolist(), accelerations=qdd[k].tolist(),
@@ -98,25 +110,29 @@ def planning(sizes):
     kw = dict(joint_names=JOINTS, position_limits=MODEL.position_limits,
               current=np.array([Q0, np.zeros(6), np.zeros(6)]), now=0.0)
     print('planning alone, 6 joints, best of 5 [ms]')
-    print(f'{"N":>7} {"rclpy deserialize":>18} {"message -> rows":>16} {"plan_arrays(rows)":>18}'
-          f' {"plan_arrays(arrays)":>20} {"plan(points)":>13}')
+    print(f'{"N":>7} {"rclpy deserialize":>18} {"wire read":>10} {"message -> rows":>16} '
+          f'{"plan_arrays(rows)":>18} {"plan_arrays(arrays)":>20} {"+ limits":>9} '
+          f'{"plan(points)":>13}')
     for N in sizes:
         figures = planning_row(message(N), kw)
-        widths = (18, 16, 18, 20, 13)
+        widths = (18, 10, 16, 18, 20, 9, 13)
         print(f'{N:>7} ' + ' '.join(f'{f:>{w}.2f}' for f, w in zip(figures, widths)))
     sampling(sizes, kw)
 
 
 def planning_row(msg, kw):
-    """[ms]: deserialize, message -> rows, plan_arrays(rows), plan_arrays(arrays), plan(points)."""
+    """[ms]: deserialize, wire read, message -> rows, plan_arrays(rows), plan_arrays(arrays),
+    with the limits, plan(points)."""
     data = serialize_message(msg)
     rows = to_rows(msg)
     arrays = [np.asarray(rows[0])] + [np.array(r) for r in rows[1:]]
     assert all(type(r[0]) is array.array for r in rows[1:]), 'rclpy gives array.array rows'
     return [best_ms(lambda: deserialize_message(data, JointTrajectory)),
+            best_ms(lambda: wire.read_trajectory(data, STORE)),
             best_ms(lambda: to_rows(msg)),
             best_ms(lambda: plan_arrays(JOINTS, *rows, **kw)),
             best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw)),
+            best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw, limits=LIMITS)),
             best_ms(lambda: plan(JOINTS, to_points(msg), **kw), repeats=2)]
 
 
@@ -145,8 +161,9 @@ class References:
     def __init__(self):
         from diagnostic_msgs.msg import DiagnosticArray
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
+
+        from rnea_controller.ros.realtime import BackgroundSpinner
         rclpy.init()
         self.node = rclpy.create_node('bench_intake')
         self.stamps, self.missed = [], []  # missed: (receive time [s], missed ticks so far)
@@ -154,10 +171,7 @@ class References:
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 100)
         self.publisher = self.node.create_publisher(
             JointTrajectory, '/rnea_controller/joint_trajectory', 10)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
-        self.spinner.start()
+        self.spinner = BackgroundSpinner(self.node, 'bench intake', 'events', 0.05)
 
     def _on(self, msg):
         self.stamps.append(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
@@ -184,8 +198,7 @@ class References:
 
     def close(self):
         import rclpy
-        self.executor.shutdown(5.0)
-        self.spinner.join(5.0)
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.shutdown()
 
@@ -197,14 +210,16 @@ def wait(predicate, timeout):
     return predicate()
 
 
-def live_node(sizes, repeats, tree=None):
-    """Part 2: the node's worst tick delay while it takes each trajectory, next to a quiet one."""
+def live_node(sizes, repeats, tree=None, only=None):
+    """Part 2: the node's worst tick delay while it takes each input, next to a quiet stretch
+    of the same run just before it (the peer)."""
     sys.path.insert(0, str(REPO / 'test'))
     from state_feeder import StateFeeder
     log = tempfile.NamedTemporaryFile('w+', suffix='.log', prefix='bench_intake_', delete=False)
     env = dict(os.environ, **({'PYTHONPATH': str(Path(tree).resolve())} if tree else {}))
     node = subprocess.Popen([str(Path(sys.executable).parent / 'rnea-controller'), '--urdf',
-                             str(default_urdf_path()), '--ros-args', '-p', 'state_timeout:=1.0'],
+                             str(default_urdf_path()), '--ros-args', '-p', 'state_timeout:=1.0',
+                             '-p', "latency_compensation:='off'"],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     feeder, refs = StateFeeder(), References()
     try:
@@ -212,12 +227,21 @@ def live_node(sizes, repeats, tree=None):
         if not wait(lambda: len(refs.stamps) > 100 and len(refs.missed) > 2, 60.0):
             raise RuntimeError(f'the node published no reference; its log:\n{read(log)}')
         print('\nlive node: worst tick delay [ms] (gap between ~/reference stamps - 1 ms) and '
-              "the node's missed ticks, in the 2 s before the send (quiet) and the 2 s after")
-        print(f'{"N":>7} {"gap quiet":>10} {"gap send":>9} {"missed quiet":>13} '
-              f'{"missed send":>12} accepted')
-        for N in sizes:
+              "the node's missed ticks, in the 2 s before the input (quiet) and the 2 s after; "
+              'bar: the gap with the input at most one period over the quiet one')
+        print(f'{"input":>34} {"gap quiet":>10} {"gap input":>10} {"missed quiet":>13} '
+              f'{"missed input":>13} taken  bar')
+        worst = {}
+        for label, send, taken in inputs(refs, sizes):
+            if only and not any(word in label for word in only):
+                continue
             for _ in range(repeats):
-                print(f'{N:>7} ' + one_send(refs, message(N), log))
+                quiet, loaded, line = one_send(refs, send, taken, log)
+                print(f'{label:>34} {line}  {"met" if loaded <= quiet + 1.0 else "MISSED"}')
+                q, w = worst.get(label, (0.0, 0.0))
+                worst[label] = (max(q, quiet), max(w, loaded))
+        print('worst over the repeats [ms], quiet / with the input: ' + '; '.join(
+            f'{label.strip()} {q:.1f} / {w:.1f}' for label, (q, w) in worst.items()))
     finally:
         refs.close()
         feeder.close()
@@ -227,36 +251,76 @@ def live_node(sizes, repeats, tree=None):
         os.unlink(log.name)
 
 
+def inputs(refs, sizes):
+    """(label, send(), what the node logs when it took it) of each input of the fuzz's
+    largest kinds: trajectories on the topic, an action goal, a 100 kB joint state, a burst
+    of parameter sets."""
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionClient
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+    from sensor_msgs.msg import JointState
+    # serialized beforehand: this process's own work at the send (rclpy's serialization of
+    # 10,000 points, ~0.1 s of a core) is not the node's
+    raw = {N: serialize_message(message(N, lead=LEAD)) for N in sizes}
+    rows = [(f'trajectory, {N:,} points (topic)', lambda N=N: refs.publisher.publish(raw[N]),
+             f'trajectory accepted: {N} points') for N in sizes]
+    action = ActionClient(refs.node, FollowJointTrajectory,
+                          '/rnea_controller/follow_joint_trajectory')
+    goal = FollowJointTrajectory.Goal(trajectory=message(max(sizes), lead=LEAD))
+    goal.trajectory.points[-1].velocities = [0.0] * 6
+    goal.trajectory.points[-1].accelerations = [0.0] * 6
+    names = JOINTS + [f'extra_joint_{k}' for k in range(2500)]
+    big = JointState(name=names, position=list(Q0) + [0.0] * 2500)  # ~100 kB
+    states = refs.node.create_publisher(JointState, '/joint_states', 10)
+    parameters = AsyncParameterClient(refs.node, 'rnea_controller')
+
+    def burst():
+        for k in range(20):
+            parameters.set_parameters([Parameter(f'gains.{JOINTS[0]}.p', value=400.0 + k % 2)])
+    action.wait_for_server(timeout_sec=10.0)
+    parameters.wait_for_services(timeout_sec=10.0)
+    return rows + [
+        (f'action goal, {max(sizes):,} points', lambda: action.send_goal_async(goal),
+         f'action goal accepted: {max(sizes)} points'),
+        ('joint state, 100 kB', lambda: states.publish(big), None),
+        ('parameter sets, a burst of 20', burst, 'parameters changed')]
+
+
 def read(log):
     log.flush()
     return Path(log.name).read_text()
 
 
-def one_send(refs, msg, log):
-    """Publish one trajectory; the worst gaps and missed ticks before and after it, and whether
-    the node took it."""
+def one_send(refs, send, taken, log):
+    """Send one input; (worst gap quiet, worst gap with the input [ms], the table's line)."""
     time.sleep(2.5)
     sent = time.time()
-    accepted_before = read(log).count('trajectory accepted')
-    refs.publisher.publish(msg)
+    before = read(log).count(taken) if taken else 0
+    send()
     wait(lambda: refs.missed and refs.missed[-1][0] > sent + 2.2, 30.0)
-    accepted = read(log).count('trajectory accepted') > accepted_before
-    return (f'{refs.worst_gap_ms(sent - 2.0, sent - 0.1):>10.1f} '
-            f'{refs.worst_gap_ms(sent - 0.1, sent + 2.0):>9.1f} '
-            f'{refs.missed_ticks(sent - 2.0, sent):>13} {refs.missed_ticks(sent, sent + 2.0):>12} '
-            f'{"yes" if accepted else "NO"}')
+    wait(lambda: taken is None or read(log).count(taken) > before, 10.0)
+    took = 'n/a' if taken is None else 'yes' if read(log).count(taken) > before else 'NO'
+    quiet, loaded = refs.worst_gap_ms(sent - 2.0, sent - 0.1), refs.worst_gap_ms(sent - 0.1,
+                                                                                 sent + 2.0)
+    return quiet, loaded, (f'{quiet:>10.1f} {loaded:>10.1f} '
+                           f'{refs.missed_ticks(sent - 2.0, sent):>13} '
+                           f'{refs.missed_ticks(sent, sent + 2.0):>13} {took:>5}')
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--points', type=int, nargs='+', default=[100, 1000, 10000])
-    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--points', type=int, nargs='+', default=[1000, 10000])
+    parser.add_argument('--repeats', type=int, default=2)
     parser.add_argument('--no-node', action='store_true', help='planning figures only')
     parser.add_argument('--node-tree', help="run the node from this checkout's rnea_controller")
+    parser.add_argument('--only', nargs='+', help='the live inputs whose label has one of these')
+    parser.add_argument('--no-planning', action='store_true', help='the live node only')
     args = parser.parse_args()
-    planning(args.points)
+    if not args.no_planning:
+        planning(args.points)
     if not args.no_node:
-        live_node(args.points, args.repeats, args.node_tree)
+        live_node(args.points, args.repeats, args.node_tree, args.only)
 
 
 if __name__ == '__main__':

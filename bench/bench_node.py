@@ -2,18 +2,20 @@
 
     .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt45 events+cpu1 ...]
 
-For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on the
-Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
-publishing its joint states at 1 kHz, and a bare rclpy node with a 1 kHz timer and the same
-executor (the peer). A run is `events` or `single` (the executor), optionally `+rtN`: node and
-bare timer alike with SCHED_FIFO priority N, and `+cpuK`: node and bare timer alike bound to CPU
-core K (the node's --cpu-affinity). Printed per run: achieved loop rate, missed ticks,
-tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost joint-state messages
-(in the measured window: the feeder's stamps against the node's count; those lost before the
-node's reader had matched the feeder, during discovery, are shown apart), period jitter p99
-and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
-Per-second figures come from the node's /diagnostics (and the same computation in the bare
-timer); a run's figure is the median over its seconds, with the worst second alongside.
+For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on
+the Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
+publishing its joint states at 1 kHz, a bare rclpy node with a 1 kHz timer and the same executor
+(the peer), and a bare rclpy node with the controller's own I/O (the joint states in, a command
+and a reference out at 1 kHz, typed, as a user would write it; issue 45: the controller's CPU at
+or under it, 'CPU ratio node / bare same-I/O node'). A run is `events` or `single` (the
+executor), optionally `+rtN`: node and peers alike with SCHED_FIFO priority N, and `+cpuK`: node
+and peers alike bound to CPU core K (the node's --cpu-affinity). Printed per run: achieved loop
+rate, missed ticks, tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost
+joint-state messages (in the measured window: the feeder's stamps against the node's count;
+those lost before the node's reader had matched the feeder, during discovery, are shown apart),
+period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-
+process. Per-second figures come from the node's /diagnostics (and the same computation in the
+bare timer); a run's figure is the median over its seconds, with the worst second alongside.
 First, in this process: the node's message paths (`wire`: bytes written and read in place)
 side by side with rclpy's typed publish and deserialization of the same messages.
 """
@@ -121,6 +123,49 @@ def bare_timer(duration, executor_kind, priority, cpu):
           flush=True)
 
 
+def bare_io(duration, executor_kind, priority, cpu):
+    """Peer: a bare rclpy node with the controller's own I/O, as a user would write it: the
+    joint states in (typed), and at 1 kHz the command (Float64MultiArray) and the reference
+    (JointState, stamped) out, typed, made from the newest state; prints its CPU as JSON."""
+    import rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from rnea_controller.ros.realtime import set_cpu_affinity, set_realtime_priority
+    if cpu:
+        set_cpu_affinity([int(cpu)])
+    rclpy.init()
+    node = rclpy.create_node('bench_bare_io')
+    if priority:
+        set_realtime_priority(priority)
+    newest = [JointState(name=PANDA_JOINTS, position=PANDA_HOME, velocity=[0.0] * 7)]
+    node.create_subscription(JointState, '/joint_states',
+                             lambda msg: newest.__setitem__(0, msg), 10)
+    commands = node.create_publisher(Float64MultiArray, '~/commands', 10)
+    references = node.create_publisher(JointState, '~/reference', 10)
+    command, reference = Float64MultiArray(), JointState(name=PANDA_JOINTS)
+
+    ticks = [0]
+
+    def tick():
+        ticks[0] += 1
+        state = newest[0]
+        command.data = state.position
+        reference.header.stamp = node.get_clock().now().to_msg()
+        reference.position, reference.velocity = state.position, state.velocity
+        reference.effort = state.position
+        commands.publish(command)
+        references.publish(reference)
+    node.create_timer(PERIOD, tick)
+    executor = make_executor(executor_kind)
+    executor.add_node(node)
+    cpu0, t0 = cpu_seconds(os.getpid()), time.perf_counter()
+    spin_for(executor, duration)
+    elapsed = time.perf_counter() - t0
+    cpu = (cpu_seconds(os.getpid()) - cpu0) / elapsed * 100
+    print(json.dumps({'cpu': cpu, 'rate': ticks[0] / elapsed}), flush=True)
+
+
 def feeder(duration):
     """Publishes the Panda's joint states at 1 kHz once the controller subscribes; prints the
     count and every message's stamp [ns] (system time, as the node's diagnostics stamps)."""
@@ -190,7 +235,7 @@ def run(label, duration, urdf, observer, tmp):
     affinity = ['--cpu-affinity', cpu] if cpu else []
     me = [sys.executable, __file__]
     logs = {name: open(Path(tmp) / f'{name}-{label}.log', 'w+')
-            for name in ('controller', 'feeder', 'bare')}
+            for name in ('controller', 'feeder', 'bare', 'bare_io')}
     controller = start([str(VENV_BIN / 'rnea-controller'), '--executor', executor, '--urdf',
                         str(urdf), '--realtime-priority', priority, '--force-realtime',
                         *affinity],
@@ -206,8 +251,9 @@ def run(label, duration, urdf, observer, tmp):
         while not observer.seconds or observer.seconds[-1].get('mode') != 'hold':
             observer.spin(0.1)
         observer.spin(1.0)  # one full second of control before measuring
-        procs.append(start(me + ['--bare-timer', str(duration), '--executor', executor,
-                                 '--priority', priority, '--cpu', cpu], logs['bare']))
+        peer = ['--executor', executor, '--priority', priority, '--cpu', cpu]
+        procs.append(start(me + ['--bare-timer', str(duration), *peer], logs['bare']))
+        procs.append(start(me + ['--bare-io', str(duration), *peer], logs['bare_io']))
         observer.seconds.clear()
         cpu0, t0 = cpu_seconds(controller.pid), time.perf_counter()
         observer.spin(duration)
@@ -222,6 +268,8 @@ def run(label, duration, urdf, observer, tmp):
             stop(proc)
     outputs = {name: Path(log.name).read_text() for name, log in logs.items()}
     bare = json.loads(outputs['bare'].strip().splitlines()[-1])
+    io = json.loads(outputs['bare_io'].strip().splitlines()[-1])
+    bare['io cpu'], bare['io rate'] = io['cpu'], io['rate']
     feeder = json.loads(outputs['feeder'].strip().splitlines()[-1])
     return summarise(measured, cpu, feeder, received, bare)
 
@@ -252,20 +300,25 @@ def summarise(seconds, cpu, feeder, received, bare):
                           'tick compute p50 [us]', 'ticks', 'missed ticks')}
     ticks = column['ticks'][-1] - column['ticks'][0]
     missed = column['missed ticks'][-1] - column['missed ticks'][0]
-    jitter = float(np.median(column['period jitter p99 [us]']))
+    # a status published between two seconds (a fault's, the command delay's) covers too few
+    # ticks for figures: NaN, left out
+    jitter = float(np.nanmedian(column['period jitter p99 [us]']))
     bare_jitter = float(np.median(bare['jitter_p99']))
     return {
-        'rate': float(np.median(column['loop rate [Hz]'])),
+        'rate': float(np.nanmedian(column['loop rate [Hz]'])),
         'missed %': 100.0 * missed / max(ticks + missed, 1),
-        'compute p50': float(np.median(column['tick compute p50 [us]'])),
-        'compute p99 median': float(np.median(column['tick compute p99 [us]'])),
-        'compute p99 worst': float(np.max(column['tick compute p99 [us]'])),
+        'compute p50': float(np.nanmedian(column['tick compute p50 [us]'])),
+        'compute p99 median': float(np.nanmedian(column['tick compute p99 [us]'])),
+        'compute p99 worst': float(np.nanmax(column['tick compute p99 [us]'])),
         'cpu %': cpu, 'sent': sent, 'lost': lost,
         'lost at start-up': lost_in_run - lost,
-        'jitter p99': jitter, 'jitter p99 worst': float(np.max(column['period jitter p99 [us]'])),
+        'jitter p99': jitter,
+        'jitter p99 worst': float(np.nanmax(column['period jitter p99 [us]'])),
         'bare jitter p99': bare_jitter, 'bare rate': bare['rate'], 'bare cpu %': bare['cpu'],
         'bare missed %': bare['missed %'],
         'jitter ratio': jitter / bare_jitter,
+        'bare io cpu %': bare['io cpu'], 'cpu ratio io': cpu / bare['io cpu'],
+        'bare io rate': bare['io rate'],
     }
 
 
@@ -313,7 +366,10 @@ def report(results, p50):
             ('bare timer: rate [Hz]', 'bare rate', '{:.1f}', ''),
             ('bare timer: missed ticks [%]', 'bare missed %', '{:.3f}', ''),
             ('bare timer: CPU [% of a core]', 'bare cpu %', '{:.1f}', ''),
-            ('jitter ratio node / bare', 'jitter ratio', '{:.2f}', '<= 1.2')]
+            ('jitter ratio node / bare', 'jitter ratio', '{:.2f}', '<= 1.2'),
+            ('bare same-I/O node: rate [Hz]', 'bare io rate', '{:.1f}', ''),
+            ('bare same-I/O node: CPU [% of a core]', 'bare io cpu %', '{:.1f}', ''),
+            ('CPU ratio node / bare same-I/O node', 'cpu ratio io', '{:.2f}', '<= 1.0')]
     kinds = list(results)
     print(f'{"":36s}' + ''.join(f'{k:>14s}' for k in kinds) + f'{"target":>10s}')
     for label, key, fmt, target in rows:
@@ -382,11 +438,14 @@ def main():
     parser.add_argument('--cpu', default='', help=argparse.SUPPRESS)
     parser.add_argument('--bare-timer', type=float, help=argparse.SUPPRESS)
     parser.add_argument('--feeder', type=float, help=argparse.SUPPRESS)
+    parser.add_argument('--bare-io', type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_timer:
         return bare_timer(args.bare_timer, args.executor, args.priority, args.cpu)
     if args.feeder:
         return feeder(args.feeder)
+    if args.bare_io:
+        return bare_io(args.bare_io, args.executor, args.priority, args.cpu)
     with tempfile.TemporaryDirectory() as tmp:
         urdf = locked_panda_urdf(tmp)
         paths = message_paths()

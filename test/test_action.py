@@ -19,6 +19,7 @@ from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lifecycle_msgs.msg import Transition
 import numpy as np
 import pytest
 import rclpy
@@ -156,12 +157,44 @@ def fed(tmp_path_factory):
         rclpy.shutdown()
 
 
-@pytest.fixture(scope='module')
-def late(fed, tmp_path_factory):
-    """A second controller (namespace /late, its own still arm at Q0) whose monitor runs at
-    0.5 Hz: it first looks at a goal 2 s after accepting it."""
-    yield from still_controller(tmp_path_factory.mktemp('late'),
-                                PARAMS + '    action_monitor_rate: 0.5\n', '/late')
+def set_parameters(client, **values):
+    """Set the controller's parameters (`a__b` for `a.b`); each must be accepted."""
+    parameters = client.__dict__.setdefault(
+        'parameters', AsyncParameterClient(client.node, 'rnea_controller'))
+    future = parameters.set_parameters([Parameter(n.replace('__', '.'), value=v)
+                                        for n, v in values.items()])
+    assert wait_for(future.done, 10.0)
+    assert all(r.successful for r in future.result().results), future.result().results
+
+
+def transition(client, transition_id):
+    """The controller's lifecycle change_state (its client made once, kept)."""
+    from lifecycle_msgs.srv import ChangeState
+    lifecycle = client.__dict__.setdefault(
+        'lifecycle', client.node.create_client(ChangeState, '/rnea_controller/change_state'))
+    assert lifecycle.wait_for_service(10.0)
+    future = lifecycle.call_async(ChangeState.Request(transition=Transition(id=transition_id)))
+    assert wait_for(future.done, 10.0) and future.result().success
+
+
+@pytest.fixture
+def late(fed):
+    """The same controller with its monitor at 0.5 Hz (it first looks at a goal 2 s after
+    accepting it): deactivated, the rate set (it applies from an activation), activated; back
+    to 20 Hz after. (A second controller in its own namespace took ~5 s to start.)"""
+    client, procs, proc = fed
+
+    def monitor_rate(hz):
+        transition(client, Transition.TRANSITION_DEACTIVATE)
+        set_parameters(client, action_monitor_rate=hz)
+        transition(client, Transition.TRANSITION_ACTIVATE)
+        assert wait_for(lambda: client.references and at_rest_at(client.references[-1], Q0),
+                        10.0), procs.output(proc)[-2000:]
+    monitor_rate(0.5)
+    try:
+        yield fed
+    finally:
+        monitor_rate(20.0)
 
 
 def dropped_stale(result, meter):
@@ -205,14 +238,22 @@ def reference_holds(client, q, seconds=0.3, timeout=10.0):
     (lambda g: g.trajectory.points[0].positions.__setitem__(2, 4.0), 'outside its limits'),
     (lambda g: setattr(g.trajectory.header.stamp, 'sec', 1000), 'in the past'),
     (lambda g: g.multi_dof_trajectory.joint_names.append('x'), 'multi_dof_trajectory'),
+    # issue 45: beyond the velocity limit at a point, and between two (0.05 rad in 10 ms)
+    (lambda g: g.trajectory.points[0].velocities.__setitem__(4, 1e6),
+     "point 0: velocity 1e+06 rad/s of joint 'wrist_2_joint' is beyond its limit 3.14159"),
+    (lambda g: setattr(g.trajectory.points[1], 'time_from_start', duration(0.51)),
+     "between point 0 and point 1: velocity 3.33594 rad/s of joint 'shoulder_pan_joint' is"),
 ])
 def test_invalid_goals_are_rejected_with_the_reason_in_the_log(fed, change, reason):
+    """Rejected as JTC rejects an invalid goal (GoalResponse.REJECT: no result follows), the
+    reason logged, and the arm held still where it is."""
     client, procs, proc = fed
     request = goal_of(move(Q0, np.full(6, 0.1), 1.0))
     change(request)
     handle = client.send(request)
     assert not handle.accepted
     assert wait_for(lambda: reason in procs.output(proc), 3.0), procs.output(proc)[-2000:]
+    reference_holds(client, Q0, seconds=0.1)
 
 
 def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
@@ -281,15 +322,7 @@ def test_constraints_parameters_are_the_default_tolerances(fed):
     runs: the next test. A goal the node dropped, its states stale on a starved host, is said
     to be.)"""
     client, _, proc = fed
-    parameters = AsyncParameterClient(client.node, 'rnea_controller')
-
-    def set_parameters(**values):
-        future = parameters.set_parameters([Parameter(n.replace('__', '.'), value=v)
-                                            for n, v in values.items()])
-        assert wait_for(future.done, 10.0)
-        assert all(r.successful for r in future.result().results), future.result().results
-
-    set_parameters(constraints__goal_time=0.4, constraints__shoulder_pan_joint__goal=0.01)
+    set_parameters(client, constraints__goal_time=0.4, constraints__shoulder_pan_joint__goal=0.01)
     try:
         meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
         handle = client.send(goal_of(move(Q0, np.full(6, 0.05), 0.4)))
@@ -297,7 +330,8 @@ def test_constraints_parameters_are_the_default_tolerances(fed):
         result = client.result(handle)
         dropped_stale(result, meter)
         assert result.result.error_code == Result.GOAL_TOLERANCE_VIOLATED
-        set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
+        set_parameters(client, constraints__goal_time=0.0,
+                       constraints__shoulder_pan_joint__goal=0.0,
                        constraints__elbow_joint__trajectory=0.02)
         meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
         handle = client.send(goal_of(move(Q0, np.full(6, 0.5), 1.0)))
@@ -307,7 +341,8 @@ def test_constraints_parameters_are_the_default_tolerances(fed):
         assert outcome[0] == Result.PATH_TOLERANCE_VIOLATED, (
             f'a 0.5 rad move of a still arm within a 0.02 rad path tolerance ended {outcome}')
     finally:
-        set_parameters(constraints__goal_time=0.0, constraints__shoulder_pan_joint__goal=0.0,
+        set_parameters(client, constraints__goal_time=0.0,
+                       constraints__shoulder_pan_joint__goal=0.0,
                        constraints__elbow_joint__trajectory=0.0)
     reference_holds(client, Q0)
 
@@ -320,6 +355,9 @@ def test_a_monitor_that_looks_only_after_the_end_judges_the_path_by_every_tick(l
     so, PATH_TOLERANCE_VIOLATED, as JTC (which checks every update) ends it. Before: success.
     (A goal the node dropped, its states stale on a starved host, is said to be.)"""
     client, procs, proc = late
+    start = len(procs.output(proc))  # this goal's lines only
+    with client.lock:
+        client.feedback.clear()
     meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     out = Q0 + np.array([0.0, 0.3, 0.0, 0.0, 0.0, 0.0])
     handle = client.send(goal_of([(0.3, out, np.zeros(6)), (0.6, Q0, np.zeros(6))],
@@ -332,7 +370,9 @@ def test_a_monitor_that_looks_only_after_the_end_judges_the_path_by_every_tick(l
     check((result.result.error_code, text) == (Result.PATH_TOLERANCE_VIOLATED,
                                                'Aborted due to path tolerance violation'),
           f'the goal ended {text!r}', meter)
-    log = procs.output(proc)
+    with client.lock:  # the monitor looked once, at 2 s (at 20 Hz: a dozen times)
+        assert len(client.feedback) <= 1, f'{len(client.feedback)} feedback messages'
+    log = procs.output(proc)[start:]
     worst = re.search(JOINTS[1] + r' position error ([\d.e-]+) > 0.05 \(the worst since', log)
     assert worst and float(worst.group(1)) > 0.25, log[-2000:]
     # then a hold of the measured position (one reference suffices: a starved client may take

@@ -389,6 +389,49 @@ def test_each_refusal_rule_is_logged_and_counted(setup):
                     5.0), (before, sent, client.diagnostic('rejected joint_trajectory'))
 
 
+def beyond_the_limits(q0):
+    """(reason, trajectory) a planner's bug: beyond the URDF's velocity limit (3.14 rad/s) at a
+    point (the issue's fuzz: 1e6 rad/s), between two points (1 rad in 10 ms, positions only),
+    and at 1e9 rad/s² beyond what the effort limits allow (refused by the velocity into it)."""
+    fast = point(1.0, q0, [0.0, 0.0, 0.0, 0.0, 1e6, 0.0])
+    jump = [point(1.0, q0), point(1.01, q0 + np.array([1.0, 0, 0, 0, 0, 0]))]
+    slam = JointTrajectoryPoint(positions=list(q0), velocities=[0.0] * 6,
+                                accelerations=[0.0, 0.0, 1e9, 0.0, 0.0, 0.0],
+                                time_from_start=rclpy.duration.Duration(seconds=1.0).to_msg())
+    return [
+        ("point 0: velocity 1e+06 rad/s of joint 'wrist_2_joint' is beyond its limit 3.14159 "
+         'rad/s', JointTrajectory(joint_names=JOINTS, points=[fast, point(2.0, q0, [0.0] * 6)])),
+        ("between point 0 and point 1: velocity 100 rad/s of joint 'shoulder_pan_joint' is "
+         'beyond its limit 3.14159 rad/s', JointTrajectory(joint_names=JOINTS, points=jump)),
+        ("between the current reference and point 0: velocity 1.62354e+07 rad/s of joint "
+         "'elbow_joint' is beyond its limit 3.14159 rad/s",
+         JointTrajectory(joint_names=JOINTS, points=[slam])),
+    ]
+
+
+def test_a_trajectory_beyond_the_arms_limits_is_refused_whole_and_the_arm_held(setup):
+    """Issue 45: refused with the joint, the point and the value; the reference stays at
+    rest where the arm is held (the arm still), and the refusals are counted."""
+    client, procs, proc = setup
+    client.wait_for_subscribers()
+    client.set_state(Q0)
+    _, held = client.steady_command()
+    before = int(client.diagnostic('rejected joint_trajectory'))
+    start = len(procs.output(proc))
+    cases = beyond_the_limits(np.array(held.position))
+    for reason, msg in cases:
+        client.trajectory_pub.publish(msg)
+        assert wait_for(lambda r=reason: r in procs.output(proc)[start:], 5.0), (
+            reason, procs.output(proc)[start:][-2000:])
+    client.settle(0.3)
+    assert wait_for(lambda: len(client.references) > 50, 5.0)
+    for ref in client.references:
+        np.testing.assert_allclose(ref.position, held.position, atol=1e-12)
+        np.testing.assert_allclose(ref.velocity, 0.0)
+    assert wait_for(lambda: int(client.diagnostic('rejected joint_trajectory'))
+                    == before + len(cases), 5.0)
+
+
 names_strategy = st.lists(st.sampled_from(JOINTS + ['x', '', 'elbow_joint']), max_size=8)
 values = st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=8)
 

@@ -220,13 +220,27 @@ def start_arm(processes, *sim_parameters):
     return sim, controller
 
 
-def streaming(probe, processes, sim, controller):
-    """Wait until the probe has both streams: 200 references and 200 joint states. The
-    controller's references can reach this probe before the simulator's first state does (two
-    publishers, discovered one after the other on a loaded host): waiting for the references
-    alone left `probe.states` empty at times (IndexError in `colcon test` beside other tests)."""
-    assert wait_for(lambda: len(probe.references) > 200 and len(probe.states) > 200, 90.0), (
-        processes.output(sim) + processes.output(controller))
+def streaming(probe, processes, sim, controller, states=None):
+    """Wait until the probe has both streams: 200 references and 200 joint states (`states`:
+    the probe's list of them). The controller's references can reach this probe before the
+    simulator's first state does (two publishers, discovered one after the other on a loaded
+    host): waiting for the references alone left `probe.states` empty at times (IndexError in
+    `colcon test` beside other tests). A wait that fails says what is missing and shows each
+    program's log under its name, the controller's first: the message began with the
+    simulator's own first line before (as root, 'physics and its I/O at SCHED_FIFO 50'), and
+    read as if that line were the failure (issue 45)."""
+    states = probe.states if states is None else states
+    meter = starvation.CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
+    came = wait_for(lambda: len(probe.references) > 200 and len(states) > 200, 90.0)
+    starvation.check(came, f'in 90 s the probe got {len(probe.references)} references and '
+                     f'{len(states)} joint states (200 of each wanted)\n'
+                     + logs(processes, controller=controller, sim=sim), meter)
+
+
+def logs(processes, **programs):
+    """Each program's log (its last 3000 characters), under its name."""
+    return '\n'.join(f'--- {name} (exit code {proc.poll()}) ---\n'
+                      f'{processes.output(proc)[-3000:]}' for name, proc in programs.items())
 
 
 def compiled_while_active(output):
@@ -329,8 +343,7 @@ def test_tracking_with_stamps_50_ms_early_or_late_is_as_good_as_with_synchronise
                                'joint_states:=sim_states'])
         controller = processes.start([console_script('rnea-controller'), '--realtime-priority',
                                       '0', '--ros-args', '-p', 'state_timeout:=0.5'])
-        assert wait_for(lambda: len(probe.references) > 200 and true_states, 90.0), (
-            processes.output(sim) + processes.output(controller))
+        streaming(probe, processes, sim, controller, true_states)
         rms = {}
         meter = starvation.CpuWait({'rnea-sim': sim, 'rnea-controller': controller,
                                     'relay': relay.proc})

@@ -7,12 +7,15 @@ import numpy as np
 import pytest
 
 from rnea_controller.control.trajectory import (
+    Limits,
     plan,
     plan_arrays,
     Trajectory,
     TrajectoryPoint,
     validate,
 )
+from rnea_controller.dynamics.model import default_urdf_path, RobotModel
+from rnea_controller.dynamics.rnea import mass_matrix, rnea
 from rnea_controller.errors import TrajectoryError
 
 JOINTS = ('a', 'b', 'c')
@@ -275,3 +278,100 @@ def test_the_first_broken_rule_is_reported_as_point_by_point(points, message):
 def test_arrays_that_do_not_fit_the_points_are_refused(arguments, message):
     with pytest.raises(TrajectoryError, match=message):
         make_arrays(*arguments)
+
+
+# --- beyond what the arm can do (issue 45) ------------------------------------------------
+
+ARM = RobotModel.from_urdf_file(default_urdf_path())  # UR5e figures: 3.14 rad/s, 150 / 28 N·m
+ARM_JOINTS = ARM.joint_names
+ARM_INDEX = np.arange(ARM.n)
+
+
+def arm_limits(margin=0.0, torques=True, velocity=ARM.velocity_limits):
+    return Limits(velocity, ARM.effort_limits, margin,
+                  ARM if torques else None, ARM_INDEX if torques else None)
+
+
+def plan_arm(times, positions, velocities=None, accelerations=None, margin=0.0, torques=True,
+             current=None, velocity=ARM.velocity_limits):
+    current = np.zeros((3, ARM.n)) if current is None else current
+    return plan_arrays(ARM_JOINTS, np.asarray(times, float), np.asarray(positions, float),
+                       velocities, accelerations, joint_names=ARM_JOINTS,
+                       position_limits=ARM.position_limits, current=current, now=0.0,
+                       limits=arm_limits(margin, torques, velocity))
+
+
+def test_a_point_beyond_the_velocity_limit_is_refused_naming_joint_point_and_value():
+    q = np.zeros((3, ARM.n))
+    qd = np.zeros((3, ARM.n))
+    qd[1, 4] = 1e6  # the issue's fuzz: 1e6 rad/s at a point
+    with pytest.raises(TrajectoryError, match=r"point 1: velocity 1e\+06 rad/s of joint "
+                                              r"'wrist_2_joint' is beyond its limit 3.14159"):
+        plan_arm([1.0, 2.0, 3.0], q, qd, torques=False)
+
+
+def test_velocities_between_points_count_too_a_positions_only_jump():
+    q = np.zeros((2, ARM.n))
+    q[1, 0] = 1.0  # 1 rad in 0.1 s: 10 rad/s on a linear segment
+    with pytest.raises(TrajectoryError, match=r"between point 0 and point 1: velocity 10 rad/s "
+                                              r"of joint 'shoulder_pan_joint'"):
+        plan_arm([1.0, 1.1], q)
+    q[1, 0] = 0.3  # 3 rad/s: within
+    plan_arm([1.0, 1.1], q)
+
+
+def test_a_cubic_segment_that_overshoots_the_limit_between_its_points_is_refused():
+    """Rest to 1 rad in 0.45 s as a cubic: 1.5 h / T = 3.33 rad/s at its middle only."""
+    q = np.zeros((1, ARM.n))
+    q[0, 3] = 1.0
+    with pytest.raises(TrajectoryError, match=r"between the current reference and point 0: "
+                                              r"velocity 3.3\d* rad/s of joint 'wrist_1_joint'"):
+        plan_arm([0.45], q, np.zeros((1, ARM.n)))
+    plan_arm([0.45], q, np.zeros((1, ARM.n)), margin=0.07)  # the margin allows it
+    q[0, 3] = 0.9  # 3.0 rad/s at its middle
+    plan_arm([0.45], q, np.zeros((1, ARM.n)))
+
+
+@pytest.mark.parametrize('joint', [1, 4])
+def test_an_acceleration_is_refused_exactly_where_the_model_needs_more_than_the_effort_limit(
+        joint):
+    """At a point at rest, a joint accelerating alone needs tau = M[:, j] qdd + g(q): the
+    largest acceleration the limits allow is where one joint's torque reaches its limit (the
+    velocity limits left out: the quintics through that point overshoot them)."""
+    free = np.full(ARM.n, np.inf)
+    q = np.array([0.0, -0.8, 1.2, -0.4, 0.7, 0.0])
+    M, g = mass_matrix(ARM, q), rnea(ARM, q, np.zeros(ARM.n), np.zeros(ARM.n))
+    share = (np.sign(M[:, joint]) * ARM.effort_limits - g) / M[:, joint]  # per joint's limit
+    allowed = float(np.min(share[np.abs(M[:, joint]) > 1e-9]))
+    times, rest = [1.0, 2.0, 3.0], np.zeros((3, ARM.n))
+    positions = np.tile(q, (3, 1))
+    current = np.stack([q, np.zeros(ARM.n), np.zeros(ARM.n)])
+    for factor, refused in ((0.99, False), (1.01, True)):
+        qdd = rest.copy()
+        qdd[1, joint] = factor * allowed
+        if refused:
+            with pytest.raises(TrajectoryError, match=r"point 1: joint '\w+' needs .* N·m there, "
+                                                      r'beyond its effort limit .*joint '
+                                                      f"'{ARM_JOINTS[joint]}' at "):
+                plan_arm(times, positions, rest, qdd, current=current, velocity=free)
+        else:
+            plan_arm(times, positions, rest, qdd, current=current, velocity=free)
+
+
+def test_the_issues_point_at_1e9_rad_s2_is_refused_by_its_torque():
+    """(With the velocity limits the segment into it is refused first: 1.6e7 rad/s.)"""
+    q, qd, qdd = np.zeros((3, 3, ARM.n))
+    qdd[1, 2] = 1e9
+    with pytest.raises(TrajectoryError, match=r"point 1: joint '\w+' needs .* beyond its effort "
+                                              r"limit .* \(joint 'elbow_joint' at 1e\+09\)"):
+        plan_arm([1.0, 2.0, 3.0], q, qd, qdd, velocity=np.full(ARM.n, np.inf))
+    with pytest.raises(TrajectoryError, match=r"between point 0 and point 1: velocity .* of "
+                                              r"joint 'elbow_joint'"):
+        plan_arm([1.0, 2.0, 3.0], q, qd, qdd)
+
+
+def test_ten_thousand_points_within_the_limits_are_accepted():
+    times = np.arange(1, 10_001) * 0.01
+    q = 0.5 * np.sin(np.outer(times, np.ones(ARM.n)))
+    qd = 0.5 * np.cos(np.outer(times, np.ones(ARM.n)))
+    plan_arm(times, q, qd, -q)

@@ -220,6 +220,11 @@ TABLE = (
          'each component', size=3, **_symmetric(100.0)),
     Spec('allow_partial_joints_goal', 'bool', False, '', 'accept trajectories naming only some '
          'joints; the others keep their desired position'),
+    Spec('trajectory_limit_margin', 'double', 0.0, 'share', 'a trajectory (topic or action '
+         'goal) is refused whole where a joint moves faster than (1 + margin) x its URDF '
+         'velocity limit (at a point or between two) or where the torque the model needs at a '
+         'point (RNEA of the reference: the acceleration the effort limits allow) is beyond '
+         '(1 + margin) x its effort limit', low=0.0, high=1e6),
     Spec('state_timeout', 'double', 0.1, 's', 'a joint state older than this (since its '
          'arrival, steady clock) is stale; the presets of real arms set their own (20-50 ms)',
          low=1e-3, high=1.0),

@@ -27,17 +27,31 @@ strictly increasing, non-finite values, positions outside the joint limits, a tr
 ends in the past. The first broken rule is reported as a point-by-point check would find it:
 the earliest point, and in it the first rule in the order above (timing, positions, velocities,
 accelerations, limits).
+
+Beyond what the arm can do (issue 45; JTC has no such check: a planner's trajectory beyond the
+URDF's limits is a planner's bug, and the arm should not be the one to find out), with
+`Limits`, on the planned reference itself (so a positions-only trajectory's segment velocities
+count too), the trajectory is refused whole:
+- a joint's velocity beyond (1 + margin) x its velocity limit, at a point or between two
+  (each segment's velocity polynomial sampled at SAMPLES instants, its ends included);
+- at a point, the torque the model needs for the reference there, RNEA(q_d, qd_d, qdd_d)
+  (gravity, armature and payload included: what computed torque feeds forward), beyond
+  (1 + margin) x the joint's effort limit. That is the acceleration the torque limits allow,
+  stated where it is known: through the model's inertia at that point, not a fixed figure.
+The message names the joint, the point and the value.
 """
 import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from numba import njit
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rnea_controller.errors import TrajectoryError
+from rnea_controller.dynamics.rnea import rnea
+from rnea_controller.errors import DimensionError, TrajectoryError
 
 _TYPECODE = attrgetter('typecode')
 CHUNK = 1024  # segments computed at once: (1024, 6) float temporaries are 48 kB
@@ -55,6 +69,26 @@ class TrajectoryPoint:
     positions: tuple
     velocities: tuple = ()
     accelerations: tuple = ()
+
+
+SAMPLES = 9  # instants per segment where its velocity is checked against the limits, ends included
+TORQUE_CHUNK = 64  # points per RNEA call of the torque check (each call holds the lock)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the arm can do, per controlled joint (`check_limits`).
+
+    velocity [rad/s], effort [N·m]: (n,), inf where there is none; margin: a trajectory may go
+    (1 + margin) x beyond them; model, index: the RobotModel whose RNEA gives the torques and
+    the controlled joints' indices in it (None: torques not checked).
+    """
+
+    velocity: np.ndarray
+    effort: np.ndarray
+    margin: float = 0.0
+    model: Any = None
+    index: np.ndarray | None = None
 
 
 STOP_MARGIN = 1.5  # a stop's duration over the constant-deceleration one (Trajectory.stop)
@@ -329,7 +363,7 @@ def plan_arrays(names: Sequence[str], times: ArrayLike, positions: ArrayLike,
                 velocities: ArrayLike | None = None, accelerations: ArrayLike | None = None, *,
                 joint_names: Sequence[str], position_limits: ArrayLike, current: ArrayLike,
                 now: float, start_time: float | None = None,
-                allow_partial: bool = False) -> Trajectory:
+                allow_partial: bool = False, limits: Limits | None = None) -> Trajectory:
     """Validate a trajectory given as arrays and build the reference replacing the current one.
 
     Args:
@@ -342,6 +376,7 @@ def plan_arrays(names: Sequence[str], times: ArrayLike, positions: ArrayLike,
         current: the current desired state (3, n): rows q_d, qd_d, qdd_d (`old.sample(now)`)
         now: [s]; start_time: the header stamp on the same time axis [s], None meaning now
         allow_partial: joints the message lacks keep their current desired position
+        limits: what the arm can do (`check_limits`), None: not checked
 
     Points at or before `now` are skipped; the first knot is (now, current). Raises
     TrajectoryError for the first broken rule (module docstring), all checked on whole arrays.
@@ -360,7 +395,110 @@ def plan_arrays(names: Sequence[str], times: ArrayLike, positions: ArrayLike,
     p, v, a = (_knots(current[row], fills[row], index, rows.values[keep])
                for row, rows in enumerate((p, v, a)))
     knot_times = np.concatenate([[now], t[keep]])
-    return Trajectory(knot_times, _segments(np.diff(knot_times), p, v, a, order), p[-1])
+    planned = Trajectory(knot_times, _segments(np.diff(knot_times), p, v, a, order), p[-1])
+    if limits is not None:
+        check_limits(planned, limits, joint_names, first_point=len(times) - int(keep.sum()))
+    return planned
+
+
+def check_limits(trajectory: Trajectory, limits: Limits, joint_names: Sequence[str],
+                 first_point: int = 0) -> None:
+    """TrajectoryError if the planned `trajectory` goes beyond `limits` (module docstring):
+    velocities along every segment, then the torques at every point. first_point: the message
+    point that ends the trajectory's first segment (points before `now` were skipped)."""
+    c, T = trajectory.coefficients, np.diff(trajectory.times)
+    scale = 1.0 + limits.margin
+    _check_velocities(c, T, limits.velocity * scale, joint_names, first_point, scale)
+    if limits.model is not None:
+        _check_torques(c, T, limits, joint_names, first_point, scale)
+
+
+def _check_velocities(c, T, bound, names, first_point, scale):
+    """Each segment's velocity at SAMPLES instants against `bound` (n,), in blocks."""
+    f = np.roll(np.linspace(0.0, 1.0, SAMPLES), 1)  # its end first: a point's own value wins
+    for start in range(0, len(T), CHUNK):
+        s = (T[start:start + CHUNK, None] * f)[:, :, None]  # (m, SAMPLES, 1) [s]
+        qd = _speed(c[start:start + CHUNK, None], s)  # (m, SAMPLES, n)
+        over = ~(np.abs(qd) <= bound)
+        if over.any():
+            k, sample, j = np.argwhere(over)[0]
+            linear = not c[start + k, 2:].any()  # its points give no velocity
+            raise TrajectoryError(
+                f'{_where(first_point + start + int(k), start + k, sample == 0 and not linear)}: '
+                f'velocity {qd[k, sample, j]:.6g} rad/s of joint {names[j]!r} is beyond its '
+                f'limit {bound[j] / scale:.6g} rad/s' + _margin_text(scale))
+
+
+def _where(point, segment, at_end):
+    """Where a segment's sample is, in the message's points."""
+    if at_end:
+        return f'point {point}'
+    if segment == 0:
+        return f'between the current reference and point {point}'
+    return f'between point {point - 1} and point {point}'
+
+
+def _speed(c, s):
+    """qd of coefficients c (..., 6, n) at s (broadcast against c[..., 0, :])."""
+    c1, c2, c3, c4, c5 = (c[..., j, :] for j in range(1, 6))
+    return c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
+
+
+def _horner(c, s):
+    """(q, qd, qdd) of coefficients c (..., 6, n) at s (broadcast against c[..., 0, :])."""
+    c0, c1, c2, c3, c4, c5 = (c[..., j, :] for j in range(6))
+    q = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
+    qd = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
+    qdd = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * 20.0 * c5))
+    return q, qd, qdd
+
+
+def _check_torques(c, T, limits, names, first_point, scale):
+    """The model's RNEA at each point (each segment's end) against the effort limits, in
+    blocks of TORQUE_CHUNK points (each compiled call holds the interpreter's lock)."""
+    bound = limits.effort * scale
+    for start in range(0, len(T), TORQUE_CHUNK):
+        stop = start + TORQUE_CHUNK
+        q, qd, qdd = _horner(c[start:stop], T[start:stop, None])
+        tau = _torques(limits, q, qd, qdd)
+        over = ~(np.abs(tau) <= bound)
+        if over.any():
+            k, j = np.argwhere(over)[0]
+            fastest = int(np.argmax(np.abs(qdd[k])))
+            raise TrajectoryError(
+                f'point {first_point + start + int(k)}: joint {names[j]!r} needs '
+                f'{tau[k, j]:.6g} N·m there, beyond its effort limit {bound[j] / scale:.6g} N·m'
+                f'{_margin_text(scale)}: accelerations {_numbers(qdd[k])} rad/s² (joint '
+                f'{names[fastest]!r} at {qdd[k, fastest]:.6g}), velocities {_numbers(qd[k])} '
+                'rad/s, more than the arm can make')
+
+
+def _torques(limits, q, qd, qdd):
+    """RNEA torques (m, n) of the controlled joints at m states of them (the model's other
+    joints at rest at 0); inf where they overflow."""
+    model, index = limits.model, limits.index
+    states = [np.zeros((len(q), model.n)) for _ in range(3)]
+    for full, part in zip(states, (q, qd, qdd), strict=True):
+        full[:, index] = part
+    try:
+        return rnea(model, *states)[:, index]
+    except DimensionError:  # a sum overflowed: find the points, one at a time
+        return np.array([_torque_or_inf(model, index, *row) for row in zip(*states, strict=True)])
+
+
+def _torque_or_inf(model, index, q, qd, qdd):
+    try:
+        return rnea(model, q, qd, qdd)[index]
+    except DimensionError:
+        return np.full(len(index), np.inf)
+
+
+def _numbers(row):
+    return '[' + ', '.join(f'{x:.3g}' for x in row) + ']'
+
+
+def _margin_text(scale):
+    return f' x {scale:g} (trajectory_limit_margin)' if scale != 1.0 else ''
 
 
 def _knots(value_now, fill, index, values):

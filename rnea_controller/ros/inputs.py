@@ -32,7 +32,7 @@ from sensor_msgs.msg import JointState
 
 from rnea_controller import wire
 from rnea_controller.control.jump_gate import JumpGate
-from rnea_controller.control.trajectory import plan_arrays
+from rnea_controller.control.trajectory import Limits, plan_arrays
 from rnea_controller.dynamics.model import RobotModel
 from rnea_controller.errors import DescriptionWarning, ModelError
 from rnea_controller.wire import JOINT_STATE
@@ -221,26 +221,45 @@ def _fill_absent(q, qd, absent, followed):
 
 
 def trajectory_arrays(msg):
-    """(names, times [s], positions, velocities, accelerations) of a JointTrajectory, cheaply:
-    one pass over the points; each point's arrays are passed as they are (array.array rows),
-    for `plan_arrays` to check and stack in numpy."""
+    """The `wire.TrajectoryArrays` of a rclpy JointTrajectory, cheaply: one pass over the
+    points; each point's arrays are passed as they are (array.array rows), for `plan_arrays`
+    to check and stack in numpy."""
     points = msg.points
     times = np.fromiter((p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
                          for p in points), np.float64, len(points))
     rows = [[getattr(p, field) for p in points]
             for field in ('positions', 'velocities', 'accelerations')]
     velocities, accelerations = (row if any(len(r) for r in row) else None for row in rows[1:])
-    return list(msg.joint_names), times, rows[0], velocities, accelerations
+    stamp = msg.header.stamp
+    return wire.TrajectoryArrays(stamp.sec * 1_000_000_000 + stamp.nanosec,
+                                 list(msg.joint_names), times, rows[0], velocities,
+                                 accelerations)
 
 
 def plan_trajectory(msg, cfg, current, now, start):
-    """The reference replacing the current one: msg checked and planned from `current`."""
-    names, times, positions, velocities, accelerations = trajectory_arrays(msg)
-    check_names(names)
-    return plan_arrays(names, times, positions, velocities, accelerations,
-                       joint_names=cfg.joints,
+    """The reference replacing the current one: a rclpy JointTrajectory checked and planned
+    from `current` (`plan_arrays`)."""
+    return plan_trajectory_arrays(trajectory_arrays(msg), cfg, current, now, start)
+
+
+def plan_trajectory_arrays(arrays, cfg, current, now, start):
+    """The reference replacing the current one: `arrays` (wire.TrajectoryArrays) checked,
+    within the arm's limits, and planned from `current` (3, m) at `now` [s], its points
+    from `start` [s] (None: now)."""
+    check_names(arrays.names)
+    return plan_arrays(arrays.names, arrays.times, arrays.positions, arrays.velocities,
+                       arrays.accelerations, joint_names=cfg.joints,
                        position_limits=cfg.model.position_limits[cfg.index], current=current,
-                       now=now, start_time=start, allow_partial=cfg.allow_partial)
+                       now=now, start_time=start, allow_partial=cfg.allow_partial,
+                       limits=trajectory_limits(cfg))
+
+
+def trajectory_limits(cfg):
+    """What the arm can do (trajectory.Limits): the URDF's velocity limits and the effort
+    limits in force, through the config's model (armature, payload, links), with
+    `trajectory_limit_margin`."""
+    return Limits(cfg.model.velocity_limits[cfg.index], cfg.effort_limits,
+                  float(cfg.values['trajectory_limit_margin']), cfg.model, cfg.index)
 
 
 def wrench(msg, model):

@@ -44,6 +44,8 @@ RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER
 RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 LATE_MEMORY = 0.5  # [s] the brake remembers the loop's lateness this long (`_lateness`)
 LATE_MOST = 0.1  # [s] the most lateness the brake allows for: it damps at π / (4 x) at least
+PERIOD_STEP = 1000  # [ns] the timer's period is changed when the phase lock moves it this much
+# (1 ‰ of a 1 kHz period, a twentieth of its ±2 %; at every ns it was changed every tick)
 
 
 class ControlLoop:

@@ -12,7 +12,8 @@ stale states, braking, law failure), inputs.py (joint states, trajectories, wren
 description), outputs.py (command, reference, diagnostics publishers), parameters.py
 (declarations from the table, change rules), diagnostics.py, realtime.py (executor, priority,
 affinity, signals, timer callbacks), effort_check.py (the effort controller's `joints`,
-checked on activation), trajectory_intake.py and action_server.py (their own threads);
+checked on activation), trajectory_intake.py, action_server.py and parameters.py's
+ParameterServices (their own threads);
 main.py is the program.
 
 Modes (diagnostics 'mode'): the lifecycle's 'unconfigured' and 'inactive'; while active the
@@ -21,10 +22,12 @@ overspeed', 'holding: contact', 'stale: stopping', 'stale: stopped', 'law failur
 hold', 'refused: effort controller joints', 'finished'.
 
 A parameter change is validated whole in the on-set callback (table ranges, model rules, and
-the law at the current state and reference must be finite) and swapped in by the tick at its
-start. On deactivate, shutdown, Ctrl-C or SIGTERM: one final command, `final_command`.
+the law at the current state and reference must be finite), on the parameter services' own
+thread, and swapped in by the tick at its start. On deactivate, shutdown, Ctrl-C or SIGTERM:
+one final command, `final_command`.
 """
 import math
+import threading
 import time
 
 from geometry_msgs.msg import WrenchStamped
@@ -68,9 +71,10 @@ class ControllerNode(LifecycleNode):
     """rnea_controller: computed-torque control of an arm over ROS 2 topics (see module doc)."""
 
     def __init__(self, **kwargs):
-        super().__init__(NODE_NAME, **kwargs)
+        super().__init__(NODE_NAME, start_parameter_services=False, **kwargs)
         ros_parameters.declare_global(self)
         self.config, self._pending, self._timer = None, None, None
+        self._pending_lock = threading.Lock()  # the parameters' thread hands configs to the tick
         self.action_server, self.intake, self.effort_check = None, None, None
         self.loop = None  # the ControlLoop, from activation to deactivation
         self._lifecycle = 'unconfigured'
@@ -86,6 +90,11 @@ class ControllerNode(LifecycleNode):
                              reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(String, 'robot_description', self._on_description, latched)
         self.create_timer(1.0, self._log_waiting, clock=self._steady)
+        self.parameter_services = ros_parameters.ParameterServices(self)
+
+    def destroy_node(self):
+        self.parameter_services.destroy()
+        super().destroy_node()
 
     @property
     def mode(self):
@@ -156,8 +165,8 @@ class ControllerNode(LifecycleNode):
             intake=self.intake)
         self._velocity_logged = False
         self.sources, self._offset_logged = None, False
-        self._sources_timer = self.create_timer(SOURCES_PERIOD, self._check_sources,
-                                                clock=self._steady)
+        self._sources_timer = self.create_timer(
+            SOURCES_PERIOD, realtime.timer_callback(self._check_sources), clock=self._steady)
         self.get_logger().info('active' + realtime.since_start())
         self._log_kernels()
         return TransitionCallbackReturn.SUCCESS
@@ -238,9 +247,12 @@ class ControllerNode(LifecycleNode):
         self.loop.tick(self.config, self.state, wrench=self._wrench(), refusal=refusal)
 
     def _swap_pending(self):
-        """A parameter change validated by the on-set callback, in force from now on."""
-        if self._pending is not None:
-            self.config, self._pending = self._pending, None
+        """A parameter change validated by the on-set callback (the parameters' thread), in
+        force from now on."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self.config = pending
             if self.loop is not None:  # the timing parameters that may change while active
                 self.loop.configure(self.config, self.state)
 
@@ -430,6 +442,7 @@ class ControllerNode(LifecycleNode):
         if self._timer is None:
             self.config = config
         else:
-            self._pending = config
+            with self._pending_lock:
+                self._pending = config
         self.get_logger().info(f'parameters changed: {sorted(p.name for p in parameters)}')
         return None

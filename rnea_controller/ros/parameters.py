@@ -6,10 +6,18 @@ additional_constraints). `refusal` applies what the table says about WHEN a para
 change, and refuses a request naming one parameter twice. The node's on-set callback
 (`ControllerNode._on_set_parameters`) then validates the whole set of values with
 `validate_parameters` and hands the new config to the tick, which swaps it in at its start.
+
+`ParameterServices`: the node's six parameter services are served by a helper node's own
+thread (issue 45): a request's checks and validation (a few ms each: the parameters' values,
+the model, the law at the current state) ran on the loop's thread, and a burst of 20 sets
+delayed ticks by 80-245 ms on a loaded 2-core host (`./run bench intake`).
 """
+import weakref
+
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.parameter import Parameter
+from rclpy.parameter_service import ParameterService
 
 from rnea_controller.control.parameters import (
     GLOBAL,
@@ -21,6 +29,7 @@ from rnea_controller.control.parameters import (
     spec_of,
 )
 from rnea_controller.errors import ParameterError
+from rnea_controller.ros import realtime
 
 _UNSET_TYPES = {'double': Parameter.Type.DOUBLE, 'string_array': Parameter.Type.STRING_ARRAY,
                 'int': Parameter.Type.INTEGER, 'string': Parameter.Type.STRING,
@@ -127,3 +136,38 @@ def refusal(parameters, configured, running):
     if running and inactive:
         return f'{", ".join(inactive)} can only change while inactive'
     return None
+
+
+class ParameterServices:
+    """rclpy's ParameterService of `controller` (made with start_parameter_services=False),
+    its services on a helper node (`<node>_parameters`, the controller's namespace, no global
+    ROS arguments) spun by its own thread: the same service names, answered by the
+    controller's parameters and its on-set callback, off the loop's thread."""
+
+    def __init__(self, controller):
+        import rclpy
+        self.node = rclpy.create_node(controller.get_name() + '_parameters',
+                                      namespace=controller.get_namespace(),
+                                      context=controller.context, use_global_arguments=False,
+                                      start_parameter_services=False)
+        self.service = ParameterService(_ServicesOn(self.node, controller.get_name()))
+        self.service._node_weak_ref = weakref.ref(controller)  # what the callbacks act on
+        self.spinner = realtime.BackgroundSpinner(self.node, 'parameters')
+
+    def destroy(self):
+        self.spinner.stop()
+        self.node.destroy_node()
+
+
+class _ServicesOn:
+    """What ParameterService's constructor asks of a node: the name its services are under
+    (the controller's) and `create_service`, here the helper node's."""
+
+    def __init__(self, node, name):
+        self._node, self._name = node, name
+
+    def get_name(self):
+        return self._name
+
+    def create_service(self, *args, **kwargs):
+        return self._node.create_service(*args, **kwargs)

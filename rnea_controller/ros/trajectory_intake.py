@@ -1,14 +1,16 @@
-"""`~/joint_trajectory` taken off the control thread.
+"""`~/joint_trajectory` taken off the control thread, in pieces that give the lock back.
 
-rclpy builds a Python object per trajectory point when it deserializes a JointTrajectory
-(10,000 points: several hundred ms on a loaded 2-core machine), and that happens in the
-executor that runs the subscription. So the topic is subscribed by a helper node
-(`<node>_trajectory`, no global ROS arguments, the topic spelled out under the controller's
-name) spun by its own executor in its own thread: deserialization and planning
-(`inputs.plan_trajectory`, numpy on whole arrays) run there, and the tick only swaps the
-planned trajectory in (O(1)), if the reference it was planned from is still the current
-one. The interpreter's switch interval is shortened so that the tick gets the GIL back within
-about half a millisecond.
+The topic is subscribed by a helper node (`<node>_trajectory`, no global ROS arguments, the
+topic spelled out under the controller's name) spun by its own executor in its own thread:
+reading and planning run there, and the tick only swaps the planned trajectory in (O(1)), if
+the reference it was planned from is still the current one. The interpreter's switch interval
+is shortened so that the tick gets the GIL back within about half a millisecond, and nothing
+here holds the lock much longer than that: the subscription takes the message's bytes (raw),
+`wire.read_trajectory` reads their numbers where they lie, without an object per point,
+planning and the limits' checks go in blocks (`trajectory.plan_arrays`).
+Before (issue 45), rclpy's deserialization, and the collections its objects set off, made the
+loop wait 100-124 ms after a 10,000-point trajectory in a fuzz; `./run bench intake` measures
+the loop's worst gap with and without such inputs.
 """
 import sys
 import time
@@ -16,6 +18,7 @@ import time
 import rclpy
 from trajectory_msgs.msg import JointTrajectory
 
+from rnea_controller import wire
 from rnea_controller.errors import TrajectoryError
 from rnea_controller.ros import inputs, realtime
 
@@ -28,31 +31,34 @@ class TrajectoryIntake:
     def __init__(self, controller):
         self.controller = controller
         self.pending = None  # (planned trajectory, the trajectory it was planned from, msg)
+        self.store = wire.default_typestore()
+        self.store.get_msgdef(wire.JOINT_TRAJECTORY)  # rosbags compiles its reader now
         sys.setswitchinterval(SWITCH_INTERVAL)
         base = controller.get_fully_qualified_name().rstrip('/')
         self.node = rclpy.create_node(controller.get_name() + '_trajectory',
                                       namespace=controller.get_namespace(),
                                       context=controller.context, use_global_arguments=False)
         self.node.create_subscription(JointTrajectory, base + '/joint_trajectory',
-                                      self._on_trajectory, 100)  # bursts are kept
+                                      self._on_trajectory, 100, raw=True)  # bursts kept
         self.spinner = realtime.BackgroundSpinner(self.node, 'intake')
 
-    def _on_trajectory(self, msg):
-        """Plan from the current reference, or refuse with the reason (logged, counted)."""
+    def _on_trajectory(self, raw):
+        """Read the message's bytes and plan from the current reference, or refuse with the
+        reason (logged, counted)."""
         node = self.controller
         try:
+            t0 = time.perf_counter()
+            arrays = wire.read_trajectory(raw, self.store)
             based_on = node.trajectory
             if node.mode in ('unconfigured', 'inactive', 'finished') or based_on is None:
                 raise TrajectoryError(f'controller is {node.mode}: no trajectory accepted')
             now = node._seconds(node._now_ns())
-            stamp = msg.header.stamp
-            start = None if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
-                stamp.sec * 1_000_000_000 + stamp.nanosec)
-            t0 = time.perf_counter()
-            planned = inputs.plan_trajectory(msg, node.config, based_on.sample(now), now, start)
+            start = node._seconds(arrays.stamp_ns) if arrays.stamp_ns else None
+            planned = inputs.plan_trajectory_arrays(arrays, node.config, based_on.sample(now),
+                                                    now, start)
         except (TrajectoryError, ValueError, TypeError) as error:
             return node._reject('joint_trajectory', error)
-        self.pending = (planned, based_on, len(msg.points), now, time.perf_counter() - t0)
+        self.pending = (planned, based_on, len(arrays.times), now, time.perf_counter() - t0)
 
     def swap_in(self):
         """At the start of a tick: the planned trajectory replaces the reference it was planned
