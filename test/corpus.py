@@ -2,10 +2,10 @@
 
 A case is (arm, truth, timing, simulator, seed). Each runs the node's own tick (timed_loop.Node,
 its defaults, told the URDF only) and, under the same timing on the same plant, the reference a
-user would pick instead: PD + gravity tuned on the TRUE arm (`TruePd`: Kp = ω² m_i, Kd = 2ω m_i,
-m_i = 1 / (M⁻¹)_ii of the true arm, rotor inertia and payload included, at the start pose; g(q)
-of the URDF). The figures of both: RMS error, final error, peak speed / velocity limit, the
-largest command step / effort limit, contacts declared, brakes.
+user would pick instead: PD + gravity tuned on the TRUE arm (`timed_loop.PdGravity`: Kp = ω²
+m_i, Kd = 2ω m_i, m_i = 1 / (M⁻¹)_ii of the true arm, rotor inertia and payload included, at
+the start pose; g(q) of the URDF). The figures of both: RMS error, final error, peak speed /
+velocity limit, the largest command step / effort limit, contacts declared, brakes.
 
 Arms (`ARMS`): every arm of example-robot-data with a serial chain of 6-7 actuated joints, one
 description each (the joint-limited and gripper variants of a UR are the same arm), and the
@@ -52,7 +52,7 @@ from conftest import ROBOTS
 import mujoco
 import numpy as np
 import pinocchio as pin
-from timed_loop import command_steps, contacts, Node, run, Timing
+from timed_loop import command_steps, contacts, Node, PdGravity, run, Timing
 
 from rnea_controller import RobotModel
 from rnea_controller.control.law import default_joints
@@ -327,49 +327,8 @@ class AbaPlant:
         return 1.0 / np.diag(pin.computeMinverse(self.true, data, np.asarray(q, dtype=float)))
 
 
-def _mujoco_inertias(plant, q):
-    data = mujoco.MjData(plant.model)
-    data.qpos[:] = q
-    mujoco.mj_forward(plant.model, data)
-    M = np.zeros((plant.n, plant.n))
-    mujoco.mj_fullM(plant.model, data, M)
-    return 1.0 / np.diag(np.linalg.inv(M))
-
-
 def make_plant(a, truth, simulator):
-    if simulator == 'mujoco':
-        plant = mujoco_plant(a, truth)
-        plant.joint_inertias = lambda q: _mujoco_inertias(plant, q)
-        return plant
-    return AbaPlant(a, truth)
-
-
-class TruePd:
-    """PD + gravity tuned on the true arm: tau = g(q) + Kp e + Kd ed, Kp = ω² m_i, Kd = 2ω m_i,
-    m_i the true arm's 1 / (M⁻¹)_ii at the start (`plant.joint_inertias`), g the URDF's,
-    clamped to the effort limits (joint_trajectory_controller's effort PID with a gravity
-    feedforward, as a user would tune it on the real arm)."""
-
-    def __init__(self, plant, trajectory, start):
-        m = plant.joint_inertias(start)
-        self.kp, self.kd = OMEGA ** 2 * m, 2.0 * OMEGA * m
-        self.plant, self.trajectory = plant, trajectory
-        self.q = self.qd = None
-        self.mode, self.log = 'tracking', []
-
-    def period(self):
-        return 1e-3
-
-    def take(self, q, qd, stamp, now):
-        self.q, self.qd = q, qd
-
-    def tick(self, now):
-        if self.q is None:
-            return None
-        ref = self.trajectory.sample(now + 1e-3)
-        tau = (self.plant.gravity(self.q) + self.kp * (ref[0] - self.q)
-               + self.kd * (ref[1] - self.qd))
-        return np.clip(tau, -self.plant.effort_limits, self.plant.effort_limits)
+    return mujoco_plant(a, truth) if simulator == 'mujoco' else AbaPlant(a, truth)
 
 
 def draw_timing(kind, seed):
@@ -430,7 +389,7 @@ def run_case(case, values=None):
     for law in ('node', 'peer'):
         plant, ref = make_plant(a, truth, case.simulator), reference(a)
         controller = (Node(a.model, dict(values or {}), ref) if law == 'node'
-                      else TruePd(plant, ref, a.start))
+                      else PdGravity(plant, ref, a.start))
         result = run(plant, controller, MOVE + HOLD, timing, a.start, ref)
         out.append(figures(a, result))
     return tuple(out)

@@ -20,9 +20,9 @@ import math
 
 from conftest import robot_data_urdf
 from lockstep import lockstep
-import mujoco
 import numpy as np
 import pytest
+from timed_loop import joint_inertias
 
 from rnea_controller import RobotModel
 from rnea_controller.control.law import Controller, validate_parameters
@@ -59,12 +59,7 @@ def reference():
 
 def true_joint_inertias(plant):
     """m_i = 1 / (M^-1)_ii at START, M by MuJoCo on the plant (the true arm) [kg·m²]."""
-    data = mujoco.MjData(plant.model)
-    data.qpos[:] = START
-    mujoco.mj_forward(plant.model, data)
-    M = np.zeros((plant.n, plant.n))
-    mujoco.mj_fullM(plant.model, data, M)
-    return 1.0 / np.diag(np.linalg.inv(M))
+    return joint_inertias(plant, START)
 
 
 def closed_loop(options, control, delay=1, arrivals=None):

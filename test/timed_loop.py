@@ -186,17 +186,14 @@ class Node:
 
 class PdGravity:
     """PD + gravity tuned on the true arm (the reference a user would pick instead):
-    tau = g(q) + Kp e + Kd ed from the newest state, g by MuJoCo on the URDF, Kp = ω² m_i,
-    Kd = 2ω m_i, m_i = 1 / (M⁻¹)_ii of the TRUE arm (armature included) at `start`,
-    ω = 20 rad/s (the node's default), clamped to the effort limits."""
+    tau = g(q) + Kp e + Kd ed from the newest state, g the plant's on the URDF, Kp = ω² m_i,
+    Kd = 2ω m_i, m_i = 1 / (M⁻¹)_ii of the TRUE arm (armature included) at `start` (the
+    plant's `joint_inertias` where it has one, else MuJoCo's), ω = 20 rad/s (the node's
+    default), clamped to the effort limits."""
 
     def __init__(self, plant, trajectory, start, omega=20.0):
-        data = mujoco.MjData(plant.model)
-        data.qpos[:] = start
-        mujoco.mj_forward(plant.model, data)
-        M = np.zeros((plant.n, plant.n))
-        mujoco.mj_fullM(plant.model, data, M)
-        m = 1.0 / np.diag(np.linalg.inv(M))
+        inertias = getattr(plant, 'joint_inertias', None)  # another simulator's own
+        m = inertias(start) if inertias is not None else joint_inertias(plant, start)
         self.kp, self.kd = omega**2 * m, 2.0 * omega * m
         self.plant, self.trajectory = plant, trajectory
         self.q = self.qd = None
@@ -215,6 +212,16 @@ class PdGravity:
         tau = self.plant.gravity(self.q) + self.kp * (ref[0] - self.q) + self.kd * (ref[1]
                                                                                    - self.qd)
         return np.clip(tau, -self.plant.effort_limits, self.plant.effort_limits)
+
+
+def joint_inertias(plant, q):
+    """m_i = 1 / (M⁻¹)_ii of a MuJoCo plant (the true arm, armature included) at q [kg·m²]."""
+    data = mujoco.MjData(plant.model)
+    data.qpos[:] = q
+    mujoco.mj_forward(plant.model, data)
+    M = np.zeros((plant.n, plant.n))
+    mujoco.mj_fullM(plant.model, data, M)
+    return 1.0 / np.diag(np.linalg.inv(M))
 
 
 def _awake(pauses, t):
