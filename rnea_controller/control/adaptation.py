@@ -20,7 +20,8 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    recursive least squares with forgetting (`estimation.forgetting_time`), per joint: a^ the
    missing rotor inertia, b^ viscous friction, d^ a slow torque (wrong links' gravity,
    friction at rest), c^ Coulomb friction. Each is
-   projected on [low, ceiling]: a^ on [0, `estimation.max_armature`]; b^ and c^ from minus the
+   projected on [low, ceiling]: a^ on [0, min(`estimation.max_armature`, ROTOR_PER_TORQUE x
+   the effort limit)]; b^ and c^ from minus the
    told friction (a told friction too high is corrected down, to none at most: on the xArm7
    told its MuJoCo friction, whose light wrists' dry friction creeps at 0.07-0.21 rad/s under
    0.5-1.4 N·m of its 1.5, the excess the told friction predicted in each slow deceleration

@@ -189,8 +189,9 @@ TABLE = (
          'issue 23)',
          low=0.0, high=100.0),
     Spec('estimation.max_armature', 'double', 1.0, 'kg·m^2', 'largest rotor inertia the '
-         'estimate may add to a joint (viscous friction: at most effort limit / velocity '
-         'limit; bias: integral_clamp)', low=0.0, high=100.0),
+         "estimate may add to a joint, and at most 0.01 kg·m^2 per N·m of the joint's effort "
+         'limit (real rotors reflect 1-6e-3; viscous friction: at most effort limit / '
+         'velocity limit; bias: integral_clamp)', low=0.0, high=100.0),
     Spec('integral_gain', 'double', 4000.0, '1/s^3', "Ki of the integral term, run while a "
          "joint's reference is at rest (holds, a trajectory's end), the joint slower than "
          '0.02 rad/s or moving away from its goal and, with the estimate on, its inertia '
