@@ -156,6 +156,7 @@ from rnea_controller.dynamics.model import RobotModel
 
 GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
 TORQUE_UNIT = 0.05  # x the effort limit: the residual's unit (its noise, the estimates' prior)
+LEAST_UNIT = 1e-9  # [N·m] a numeric floor of that unit (an effort limit of 5e-324 made it 0)
 ROTOR_PER_TORQUE = 0.01  # [kg·m²/(N·m)] a^ at most this x the effort limit: real rotors 1-6e-3
 REACH = 1.0  # [s] the reference acceleration is the velocity limit reached in this time
 ARMATURE_GROWTH = 0.05  # [s] M_ii + a^ grows at most by e in this time
@@ -232,7 +233,7 @@ def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: n
     # a forgetting time under two windows acts as two (a factor of 0 at one window divided
     # the covariance by 0: test_configurations)
     forget = 1.0 if time_constant == 0.0 else 1.0 - window / max(time_constant, 2.0 * window)
-    unit = TORQUE_UNIT * limits  # [N·m]
+    unit = np.maximum(TORQUE_UNIT * limits, LEAST_UNIT)  # [N·m]
     scales = np.vstack((unit * REACH / velocity, unit / velocity, unit, unit))
     return dict(forget=forget, floors=floors, ceilings=ceilings, scales=scales,
                 integral_gain=float(values['integral_gain']),
@@ -437,7 +438,7 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
     v, qdd_m = qd[i], work.QDD[2, i]
     told = friction_torque(model.viscous[k], model.coulomb[k], model.offset[k],
                            model.stribeck[k], model.width, model.stribeck_velocity, v)
-    unit = TORQUE_UNIT * model.limits[k]  # the residual in units of its joint's torque
+    unit = scales[2, k]  # the residual in units of its joint's torque (config_entries)
     err = (work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told) / unit
     phi[0], phi[1], phi[2] = qdd_m * scales[0, k] / unit, v * scales[1, k] / unit, 1.0
     phi[3] = np.tanh(v / model.width) * scales[3, k] / unit if sliding else 0.0

@@ -313,8 +313,9 @@ def _observe(model, forces, rows, last, q, qd, joint, recent, theta, estimating,
         joint[7, k] = _spread(recent, k, newest, window)
         threshold[k] = (thresholds[k] + joint[4, k] * abs(v) + joint[5, k] + joint[7, k]
                         + joint[9, k])
-        if abs(residual[k]) > share * threshold[k]:
-            worst, share = k, abs(residual[k]) / threshold[k]
+        if abs(residual[k]) > share * threshold[k]:  # a threshold of 0: any torque is over
+            worst = k
+            share = abs(residual[k]) / threshold[k] if threshold[k] > 0.0 else np.inf
     for i in range(n):
         last[0, i], last[1, i] = q[i], qd[i]
     return worst
