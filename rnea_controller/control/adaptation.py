@@ -211,6 +211,12 @@ def initial(arrays: dict) -> None:
     arrays['schedule'][:] = 1.0
 
 
+def velocity_scale(model: RobotModel, index: np.ndarray) -> np.ndarray:
+    """The controlled joints' velocity limits [rad/s or m/s], 1 where a joint has none."""
+    velocity = np.asarray(model.velocity_limits, dtype=float)[index]
+    return np.where(np.isfinite(velocity) & (velocity > 0.0), velocity, 1.0)
+
+
 def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: np.ndarray,
                    inertia: np.ndarray, viscous: np.ndarray, coulomb: np.ndarray) -> dict:
     """The config's adaptation entries (rules 2, 3, 7): forgetting factor per window (1: off);
@@ -218,8 +224,7 @@ def config_entries(values: dict, model: RobotModel, index: np.ndarray, limits: n
     [N·m] (floors: 0, minus the told friction `viscous` and `coulomb`, minus d's ceiling;
     reference velocity: the velocity limit, else 1 rad/s; reference acceleration: it over
     REACH); integral gain [1/s³] and clamp [N·m]; inertia M_ii(q0) [kg·m²] (given)."""
-    velocity = model.velocity_limits[index]
-    velocity = np.where(np.isfinite(velocity) & (velocity > 0), velocity, 1.0)
+    velocity = velocity_scale(model, index)
     bias = float(values['integral_clamp']) * limits
     rotor = np.minimum(float(values['estimation.max_armature']), ROTOR_PER_TORQUE * limits)
     ceilings = np.vstack((rotor, FRICTION_CEILING * limits / velocity, bias, bias))

@@ -77,6 +77,7 @@ geared arm whose rotor inertia is not (yet) told: the stiffness it keeps is Kp·
 """
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+import math
 import time
 
 from numba import njit, typeof
@@ -417,13 +418,8 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
                           float(get('forget')), get('floors'), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
-                          float(get('period')), _velocity_scale(model, get('index')))
-
-
-def _velocity_scale(model, index):
-    """The controlled joints' velocity limits [rad/s or m/s], 1 where a joint has none."""
-    velocity = np.asarray(model.velocity_limits, dtype=float)[index]
-    return np.where(np.isfinite(velocity) & (velocity > 0.0), velocity, 1.0)
+                          float(get('period')),
+                          adaptation.velocity_scale(model, get('index')))
 
 
 def _gravity_rows(model, q):
@@ -489,6 +485,7 @@ class Controller:
         self.estimates, self.integral = arrays['theta'], arrays['integral']
         self.calmed = arrays['calmed']  # per joint, how often rule 8 calmed it
         self._arrays = arrays
+        self._delay = arrays['delay']  # the step bound's d (`lateness`)
         self._rows = arrays['Q'], arrays['QD'], arrays['QDD'], arrays['T']
         self._entry = None  # (compiled _law, the arguments it was typed for)
         self._seen = None  # the arguments of the last call
@@ -609,7 +606,7 @@ class Controller:
 
     @lateness.setter
     def lateness(self, value: float) -> None:
-        self._arrays['delay'][0] = max(float(value), 0.0) if np.isfinite(value) else 0.0
+        self._delay[0] = value if 0.0 < value < math.inf else 0.0  # every tick: no numpy
 
     @property
     def step_bounds(self) -> np.ndarray:
