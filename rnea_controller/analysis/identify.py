@@ -93,7 +93,18 @@ PRIOR_WEIGHT = 1.0  # λ of the entropic divergence, in units of one row's weigh
 PRIOR_JOINT = 1e-3  # armature and friction: a prior of 1e-6 row (the links' D decides a split)
 VERBOSE = False  # the solver's log (debugging)
 UNSEEN = 1e-6  # a parameter whose unit vector is in the null space within this is not seen
-RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the largest: dependent
+# a pivot of the scaled regressor below this × the largest: dependent. The fit's factor comes
+# from Gram matrices (R = Λ^½ Vᵀ, `_rows_of`), whose small singular values are rounding below
+# about 3e-7 of the largest (a cut-short excitation's spectrum falls smoothly from 2.3e-7 to
+# 2e-9, under a gap from 3.7e-6): counted at 1e-7 the rank followed the rounding (54 or 56 with
+# the same data, only the candidate list changed)
+RANK_TOLERANCE = 1e-6
+# the least-squares steps on normal equations (`_least_squares`: the weights, the
+# cross-validation) ignore the column-scaled Gram's eigenvalues below this × the largest: its
+# rounding reaches 1e-10 (the pendulum's 160-ms Gram, the same data and choices: an eigenvalue
+# of 1.1e-10 or 2.4e-12 by the candidate list), and a step along such a direction (|step| 5e4)
+# fitted joint 2's torque to 0.007 N·m instead of 0.06, its weight 70x too large
+GRAM_RCOND = 1e-8
 HOLDOUT_BLOCK = 2.0  # [s]
 HOLDOUT_EVERY = 5  # without a second bag, the 3rd of every 5 blocks of 2 s is held out
 MAX_STEP = 0.05  # [s] a longer interval between samples is a gap: counts as this in blocks
@@ -687,7 +698,7 @@ def _least_squares(G, g, x0):
     """Minimum-norm (column-scaled) least-squares step from x0 on the normal equations."""
     d = np.sqrt(np.maximum(np.diag(G), 1e-300))
     Gs = G / np.outer(d, d)
-    step = np.linalg.lstsq(Gs, (g - G @ x0) / d, rcond=1e-10)[0]
+    step = np.linalg.lstsq(Gs, (g - G @ x0) / d, rcond=GRAM_RCOND)[0]
     return x0 + step / d
 
 
