@@ -123,8 +123,9 @@ SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the cross-validate
 # 320 ms (-3 dB at about 3 Hz, still above an excitation's harmonics, <= 0.5 Hz);
 WINDOWS = (0.02, 0.04, 0.08, 0.16, 0.32)
 # the Coulomb term's width w [rad/s], half decades from the creep of a joint held still while
-# others move (1e-4 rad/s, issue 44) to a third of SLIDING_SPEED;
-WIDTHS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+# others move (1e-4 rad/s, issue 44) to 3x SLIDING_SPEED (a harmonic drive's friction turns
+# over 0.1-0.4 rad/s: Gaz et al.'s Panda sigmoids, 2 / phi2 = 0.12-0.39 rad/s);
+WIDTHS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3)
 # the Stribeck velocity v_s [rad/s], half decades from a third of SLIDING_SPEED to 1 rad/s;
 STRIBECK_VELOCITIES = (0.03, 0.1, 0.3, 1.0)
 FOLDS = 5  # the identification's blocks (HOLDOUT_BLOCK s) go to this many folds, in turn
