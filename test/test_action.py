@@ -187,6 +187,8 @@ def late(fed):
     def monitor_rate(hz):
         transition(client, Transition.TRANSITION_DEACTIVATE)
         set_parameters(client, action_monitor_rate=hz)
+        with client.lock:  # a reference of this activation, not the last one's: the node
+            client.references.clear()  # has its states (a goal before is refused, waiting)
         transition(client, Transition.TRANSITION_ACTIVATE)
         assert wait_for(lambda: client.references and at_rest_at(client.references[-1], Q0),
                         10.0), procs.output(proc)[-2000:]
