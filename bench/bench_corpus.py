@@ -44,16 +44,41 @@ def main(argv=None):
               f'{"speed":>11s} {"step":>11s} c b  verdict')
     print(header)
     bad = 0
+    rows = {}
     with multiprocessing.get_context('spawn').Pool(args.processes) as pool:
         for case, node, peer, _wall in pool.imap(_one, cases):
             why = corpus.failures(node, peer)
             bad += bool(why)
+            rows.setdefault((case.arm, case.truth), []).append((node, peer, not why))
             print(f'{case.name:44s} {node.rms:9.2e}/{peer.rms:9.2e} '
                   f'{node.final:9.2e}/{peer.final:9.2e} {node.fastest:5.2f}/{peer.fastest:5.2f} '
                   f'{node.step:5.2f}/{peer.step:5.2f} {node.contacts} {node.brakes}  '
                   f'{"; ".join(why) or "ok"}', flush=True)
     print(f'{len(cases) - bad} of {len(cases)} cases meet the bar')
+    print_worst(rows)
     return 0
+
+
+def _worst(cases, field):
+    """(ours, the peer's) largest `field` of Figures over cases [(node, peer, ok)]."""
+    return (max(getattr(node, field) for node, _, _ in cases),
+            max(getattr(peer, field) for _, peer, _ in cases))
+
+
+def print_worst(rows):
+    """Per arm and truth, the worst over its timings and simulators of ours and the peer's
+    figures, as a markdown table; rows {(arm, truth): [(node, peer, at the bar)]}."""
+    print('\nper arm and truth, the worst over timings and simulators (ours / the peer):')
+    print('| arm | truth | RMS [rad] | final [rad] | peak speed [x limit] | contacts | brakes '
+          '| at the bar |')
+    print('|---|---|---|---|---|---|---|---|')
+    for (arm, truth), cases in sorted(rows.items()):
+        rms, final, fastest = (_worst(cases, field) for field in ('rms', 'final', 'fastest'))
+        print(f'| {arm} | {truth} | {rms[0]:.1e} / {rms[1]:.1e} | {final[0]:.1e} / '
+              f'{final[1]:.1e} | {fastest[0]:.2f} / {fastest[1]:.2f} | '
+              f'{sum(node.contacts for node, _, _ in cases)} | '
+              f'{sum(node.brakes for node, _, _ in cases)} | '
+              f'{sum(ok for _, _, ok in cases)} of {len(cases)} |')
 
 
 if __name__ == '__main__':
