@@ -236,6 +236,38 @@ def predict(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, dt: float, lag: floa
     return out
 
 
+def predict_into(q: np.ndarray, qd: np.ndarray, ref: np.ndarray, index: np.ndarray,
+                 dt: float, lag: float, out: np.ndarray, error: np.ndarray,
+                 carried: bool = True) -> None:
+    """The loop's tick in one compiled call: the state (q [rad], qd [rad/s], model size)
+    carried forward by dt [s] under the reference's acceleration (ref (3, m): q_d, qd_d, qdd_d
+    of the controlled joints at model `index`; 0 at the others) as `predict` does, into `out`
+    (2, n), and the error there, error (2, m) = ref[:2] - (q, qd)[index]. carried False: the
+    state as it is (out untouched, dt and lag unused)."""
+    _predict_into(q, qd, ref, index, float(dt), float(lag), out, error, carried)
+
+
+@njit(cache=True)
+def _predict_into(q, qd, ref, index, dt, lag, out, error, carried):
+    """`predict_into`: `_predict`'s arithmetic with qdd = ref[2] at `index`, 0 elsewhere."""
+    if not carried:
+        for k in range(index.shape[0]):
+            error[0, k] = ref[0, k] - q[index[k]]
+            error[1, k] = ref[1, k] - qd[index[k]]
+        return
+    for i in range(q.shape[0]):
+        v = qd[i] + 0.0 * lag
+        out[0, i] = q[i] + v * dt + 0.5 * 0.0 * dt * dt
+        out[1, i] = v + 0.0 * dt
+    for k in range(index.shape[0]):
+        i, a = index[k], ref[2, k]
+        v = qd[i] + a * lag
+        out[0, i] = q[i] + v * dt + 0.5 * a * dt * dt
+        out[1, i] = v + a * dt
+        error[0, k] = ref[0, k] - out[0, i]
+        error[1, k] = ref[1, k] - out[1, i]
+
+
 @njit(cache=True)
 def _predict(q, qd, qdd, dt, lag, out):
     """`predict` in one compiled call (the node's tick: ~8 numpy temporaries otherwise)."""
@@ -270,6 +302,8 @@ class LoopTiming:
         self.clock = StampClock()
         zeros = np.zeros(n)  # compile (or load the cache) now: a tick must not wait for numba
         predict(zeros, zeros, zeros, 0.0, out=np.empty((2, n)))
+        predict_into(zeros, zeros, np.zeros((3, n)), np.arange(n), 0.0, 0.0, np.empty((2, n)),
+                     np.empty((2, n)))
 
     def on_state(self, q: np.ndarray, qd: np.ndarray, stamp_ns: int, arrival_ns: int,
                  tick_clock: float) -> np.ndarray:
@@ -366,7 +400,8 @@ class ActuationDelay:
     def on_state(self, t: float, dt: float, torque: np.ndarray) -> None:
         times, spans, impulses = self._states
         i = self._s % len(times)
-        times[i], spans[i], impulses[i] = t, dt, torque * dt
+        times[i], spans[i] = t, dt
+        np.multiply(torque, dt, out=impulses[i])
         self._s += 1
 
     def estimate(self) -> bool:

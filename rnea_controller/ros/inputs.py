@@ -117,10 +117,13 @@ class JointStateInput:
 
     def _take_arrays(self, position, velocity, mapping, velocity_source, stamp_ns):
         index, absent, followed = mapping
-        q = position[index]
-        qd = velocity[index] if velocity is not None else None
-        if absent:
-            _fill_absent(q, qd, absent, followed)
+        if index is None:  # the names in model order, none absent: read as they are
+            q, qd = position, velocity
+        else:
+            q = position[index]
+            qd = velocity[index] if velocity is not None else None
+            if absent:
+                _fill_absent(q, qd, absent, followed)
         # a sum is finite iff every term is (or it overflows, ~1e308): 0.7 µs against numpy's 2.6
         if not (math.isfinite(sum(q.tolist()))
                 and (qd is None or math.isfinite(sum(qd.tolist())))):
@@ -183,8 +186,9 @@ class JointStateInput:
             self._template = (layout, self._mapping, shape)
 
     def _model_index(self, names):
-        """(each model joint's place in `names`, -1 where absent; the absent joints; the mimic
-        relations of those that follow a leader), or ValueError if a required joint is absent.
+        """(each model joint's place in `names`, -1 where absent, None if `names` are the model's
+        joints in its order; the absent joints; the mimic relations of those that follow a
+        leader), or ValueError if a required joint is absent.
         Kept with the names it was made for: an in-place message of another layout must never
         be read with the absent joints of the last names seen."""
         position = {name: i for i, name in enumerate(names)}
@@ -193,6 +197,8 @@ class JointStateInput:
             raise ValueError(f'joints {missing} of the model are missing')
         index = np.array([position.get(j, -1) for j in self.joint_names], dtype=np.intp)
         absent = tuple(np.flatnonzero(index < 0).tolist())
+        if len(names) == len(index) and np.array_equal(index, np.arange(len(index))):
+            return None, (), ()  # the model's order: no copy by index (`_take_arrays`)
         return index, absent, tuple(r for r in self.mimic if r[0] in absent)
 
 
