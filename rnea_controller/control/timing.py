@@ -398,10 +398,9 @@ class ActuationDelay:
         self._c += 1
 
     def on_state(self, t: float, dt: float, torque: np.ndarray) -> None:
-        times, spans, impulses = self._states
+        times, spans, torques = self._states  # the impulse torque * dt made in `_bins`
         i = self._s % len(times)
-        times[i], spans[i] = t, dt
-        np.multiply(torque, dt, out=impulses[i])
+        times[i], spans[i], torques[i] = t, dt, torque
         self._s += 1
 
     def estimate(self) -> bool:
@@ -437,9 +436,10 @@ class ActuationDelay:
     def _bins(self):
         """(start, end [s], mean torque asked (bins, m)) of the states of the last HORIZON,
         BIN at a time in stamp order; None if too few."""
-        times, spans, impulses = self._states
+        times, spans, torques = self._states
         order = np.argsort(times)
-        times, spans, impulses = times[order], spans[order], impulses[order]
+        times, spans = times[order], spans[order]
+        impulses = torques[order] * spans[:, None]
         count = int((times > times[-1] - self.HORIZON).sum()) // self.BIN * self.BIN
         if count < 20 * self.BIN:
             return None
