@@ -390,6 +390,9 @@ class ActuationDelay:
         self._c = self._s = 0
         self.measured = []
         self.delay = None
+        one = np.zeros(1)  # compile (or load the cache) now: a tick must not wait for numba
+        _shifted_means(one, np.zeros((1, m)), np.zeros((1, m)), one, one, one, one,
+                       np.empty((1, 1, m)))
 
     def on_command(self, t: float, tau: np.ndarray) -> None:
         times, values = self._commands
@@ -418,12 +421,11 @@ class ActuationDelay:
             return False
         integral = np.vstack((np.zeros(tau.shape[1]),
                               np.cumsum(tau[:-1] * np.diff(t)[:, None], axis=0)))
-        shifted = [_integral(t, tau, integral, edge[None, :] - self.CANDIDATES[:, None])
-                   for edge in (start, end)]
         inside = (start - self.CANDIDATES[-1] >= t[0])
         if inside.sum() < 20:
             return False
-        mean = (shifted[1] - shifted[0]) / (end - start)[None, :, None]
+        mean = np.empty((len(self.CANDIDATES), len(start), tau.shape[1]))
+        _shifted_means(t, tau, integral, start, end, end - start, self.CANDIDATES, mean)
         gap = (mean[:, inside] - asked[inside]) / self.limits  # (candidates, bins, m)
         cost = np.var(gap, axis=1).sum(axis=1)
         best = int(np.argmin(cost))
@@ -454,8 +456,20 @@ class ActuationDelay:
         return 0 if self.delay is None else int(round(self.delay / period))
 
 
-def _integral(t, tau, integral, x):
-    """∫ tau up to x [s] (any shape) of the piecewise-constant commands tau (k, m) published
-    at t (k,) [s], from t[0], with `integral` its values at t: (*x.shape, m)."""
-    i = np.clip(np.searchsorted(t, x, 'right') - 1, 0, len(t) - 1)
-    return integral[i] + tau[i] * (x - t[i])[..., None]
+@njit(cache=True, error_model='numpy')  # a span of 0 divides as numpy does, not raising
+def _shifted_means(t, tau, integral, start, end, span, candidates, out):
+    """out (candidates, bins, m): the mean command over each bin [start, end] (span = end -
+    start [s]) moved back by each candidate delay, (the integral of
+    the piecewise-constant commands at the end - at the start) / span, element by element as
+    numpy would (one call: twice 61 x bins x m temporaries less,
+    ~half the measurement's time, issue 45)."""
+    last = t.shape[0] - 1
+    for c in range(candidates.shape[0]):
+        for b in range(start.shape[0]):
+            x0, x1 = start[b] - candidates[c], end[b] - candidates[c]
+            i0 = min(max(np.searchsorted(t, x0, side='right') - 1, 0), last)
+            i1 = min(max(np.searchsorted(t, x1, side='right') - 1, 0), last)
+            for k in range(tau.shape[1]):
+                a = integral[i0, k] + tau[i0, k] * (x0 - t[i0])
+                e = integral[i1, k] + tau[i1, k] * (x1 - t[i1])
+                out[c, b, k] = (e - a) / span[b]
