@@ -330,6 +330,6 @@ if __name__ == '__main__':
         sys.exit(0 if excitation_identification() else 1)
     elif sys.argv[1:] == ['--real']:  # the real recordings' figures alone (issues 36, 44)
         CACHE.mkdir(parents=True, exist_ok=True)
-        sys.exit(0 if real_recording() else 1)
+        sys.exit(0 if real_recording() & pendulum_recording() else 1)
     else:
         sys.exit(0 if main() else 1)

@@ -11,6 +11,7 @@ package; every model scored on the same rows with the same acceleration estimate
 identification's chosen filter). Figures: docs/validation.md.
 """
 from conftest import SHARED_DATA
+import numpy as np
 import published_models
 import pytest
 
@@ -26,13 +27,20 @@ pytestmark = pytest.mark.skipif(not (DATA / 'published_model.yaml').exists(), re
     'project root)'))
 # NOT issue 44's bar (ours <= published), which one 10-s run does not reach here: a regression
 # margin, ours / published held-out RMS on every row, measured at the window the data choose
-# (docs/validation.md: 1.29, 1.39 at 500 Hz; 1.25, 1.39 at 100 Hz). Even the published
-# model's own five parameters fitted by least squares to this run, with the authors' 5-Hz
-# filter, predict the hold-out run 1.10x and 1.29x worse than the published ones fitted to 9
-# runs: the excitation does not determine what the hold-out run needs (the elbow's rotor
-# inertia, each run's zero and torque offset). Beyond it fails.
-WORSE_THAN_PUBLISHED = {500: {'Joint1': 1.35, 'Joint2': 1.45}, 100: {'Joint1': 1.35,
-                                                                    'Joint2': 1.45}}
+# (docs/validation.md: 1.26, 1.42 at 500 Hz; 1.21, 1.43 at 100 Hz; 1.29, 1.39 and 1.25, 1.39
+# before the Coulomb widths reached 0.1 and 0.3 rad/s). Why, measured: joint 1's hold-out run
+# turns the shoulder at 3-6 rad/s in 13 % of its rows, the excitation in 1 % (the viscous
+# friction fitted below 1.5 rad/s is extrapolated); joint 2's fit puts link 2's centre of mass
+# 1 cm off its axis, the excitation's zero (each run zeroes its motors at a rest friction
+# holds), a constant -0.07 N·m on the hold-out run. Even the published model's own five
+# parameters fitted to this run predict the hold-out run 1.10x and 1.29x worse than the
+# published ones (fitted to the day's 14 runs, this hold-out run among them). Beyond it fails.
+WORSE_THAN_PUBLISHED = {500: {'Joint1': 1.3, 'Joint2': 1.45}, 100: {'Joint1': 1.25,
+                                                                   'Joint2': 1.45}}
+# the slow rows (|qd| < 0.1 rad/s) where a joint has SLOW_ROWS of them (joint 1 at 500 Hz, 43):
+# measured 1.03, a margin too
+WORSE_THAN_PUBLISHED_SLOW = {'Joint1': 1.08}
+SLOW_ROWS = 30  # fewer slow rows than this are not a figure (as test_real_recording's)
 
 
 @pytest.fixture(scope='module')
@@ -89,8 +97,9 @@ def test_identified_on_one_run_predicts_another(rate, model, request):
     """The excitation identified (every row, the filter and each joint's friction model
     chosen by cross-validation of the excitation alone), the hold-out run predicted: better
     than the URDF's model on every joint (the URDF's inertias are another parameter set's);
-    against the published model (fitted on 9 runs of the same day) within the measured
-    ratios; the report's held-out figures are those of `heldout.compare`."""
+    against the published model (fitted on the 14 runs of the same day, this hold-out run
+    among them) within the measured ratios, on every row and on the slow rows where a joint
+    has SLOW_ROWS of them; the report's held-out figures are those of `heldout.compare`."""
     result, held = request.getfixturevalue(f'at_{rate}')
     assert result.passed, result.failures
     ident = result.report['identification']
@@ -103,6 +112,32 @@ def test_identified_on_one_run_predicts_another(rate, model, request):
                                             rel=1e-3), joint
         assert ours['rms'] < 0.5 * table['urdf'][joint]['rms'], joint
         assert ours['rms'] <= WORSE_THAN_PUBLISHED[rate][joint] * theirs['rms'], (joint, table)
+        if ours['slow']['rows'] >= SLOW_ROWS:
+            assert ours['slow']['rms'] <= WORSE_THAN_PUBLISHED_SLOW.get(joint, 1.0) * theirs[
+                'slow']['rms'], (joint, table)
+
+
+def test_the_report_says_where_the_holdout_run_is_faster(at_500):
+    """The hold-out run turns the shoulder faster than the excitation did (4.8 against 3.4
+    rad/s at most): the report says which share of joint 1's held-out rows is beyond the speed
+    99 % of the fit's rows stay under, and that its friction there is extrapolated; the elbow
+    moves within the same speeds in both runs, and nothing is said. Checked on the measured
+    (unsmoothed) velocities of both bags."""
+    result, held = at_500
+    speeds = {joint: h['speeds'] for joint, h in
+              result.report['identification']['holdout']['joints'].items()}
+    fit_qd = published_models.read_states(DATA / 'excitation', JOINTS)[2]
+    held_qd = published_models.read_states(held, JOINTS)[2]
+    for j, joint in enumerate(JOINTS):
+        bound = speeds[joint]['fit_speed_p99']
+        assert np.mean(np.abs(fit_qd[:, j]) < bound) >= 0.99, joint
+        beyond = np.mean(np.abs(held_qd[:, j]) >= bound)
+        assert speeds[joint]['beyond'] == pytest.approx(beyond, abs=0.02), joint
+    assert speeds['Joint1']['beyond'] > 0.05 > speeds['Joint2']['beyond']
+    lines = {line.split(':')[0].strip(): line for line in result.table().splitlines()
+             if line.strip().startswith(('Joint1:', 'Joint2:')) and 'rows); slow' in line}
+    assert "faster than 99 % of the fit's (|qd| > 3.16 rad/s)" in lines['Joint1']
+    assert 'extrapolated' not in lines['Joint2']
 
 
 def test_masses_file_is_the_prior_and_the_report_says_so(tmp_path, capsys):

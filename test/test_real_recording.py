@@ -275,10 +275,11 @@ def unreplayed(urdf, tmp_path_factory):
 
 # NOT issue 44's bar (ours <= published): a regression margin where the identified model is
 # not yet the published one's equal, ours / published held-out RMS on the distinct motion
-# (measured, docs/validation.md): joint 7 measured 1.08 at the 80-ms window the data choose
-# (0.96-1.18 at 20-320 ms), its friction (the published sigmoid, 0.19 rad/s wide, fitted on
-# all of the recording); a regression beyond it fails. Every other joint is held to 1.0.
-WORSE_THAN_PUBLISHED = {'panda_joint7': 1.15}
+# (measured, docs/validation.md): joint 7 measured 1.014 at the 80-ms window the data choose
+# (1.01-1.07 at 20-320 ms; 1.08 before the Coulomb widths reached 0.1 and 0.3 rad/s); what is
+# left is link 7's body (at its lower mass bound: with the published link 7, 0.997) and one
+# reversal's friction. A regression beyond it fails. Every other joint is held to 1.0.
+WORSE_THAN_PUBLISHED = {'panda_joint7': 1.03}
 WORSE_THAN_PUBLISHED_SLOW = {}
 SLOW_ROWS = 30  # fewer slow rows than this are not a figure (about 0.3 s of a joint's creep)
 
@@ -288,7 +289,7 @@ def test_heldout_motion_the_fit_never_saw(unreplayed, urdf, model):
     held-out block, without its replay). On it the identified model predicts every joint's
     torque better than the URDF's and no worse than the published one (which its authors
     fitted on all of it), on every row and on the slow rows (where a joint has SLOW_ROWS of
-    them: joints 2, 3, 5); its bodies are plausible. Joint 7 misses the bar on every row (1.08
+    them: joints 2, 3, 5); its bodies are plausible. Joint 7 misses the bar on every row (1.014
     measured): held to a regression margin (WORSE_THAN_PUBLISHED), not to the bar."""
     result, held_bag = unreplayed
     assert result.passed, result.failures
@@ -307,6 +308,17 @@ def test_heldout_motion_the_fit_never_saw(unreplayed, urdf, model):
         if ours['slow']['rows'] >= SLOW_ROWS:
             assert ours['slow']['rms'] <= WORSE_THAN_PUBLISHED_SLOW.get(joint, 1.0) * theirs[
                 'slow']['rms'], _table(table)
+    # the held-out motion drives joints 1 and 7 faster than any of the fit's (1.8 and 1.7
+    # rad/s; the fit's at most 1.56 and 1.54): a quarter of their rows, and the report says so
+    fit_qd, held_qd = (published_models.read_states(bag, JOINTS)[2] for bag in (
+        result.report['bag']['path'], held_bag))
+    for j, joint in enumerate(JOINTS):
+        speeds = held[joint]['speeds']
+        assert np.mean(np.abs(fit_qd[:, j]) < speeds['fit_speed_p99']) >= 0.99, joint
+        assert speeds['beyond'] == pytest.approx(np.mean(
+            np.abs(held_qd[:, j]) >= speeds['fit_speed_p99']), abs=0.02), joint
+        assert (speeds['beyond'] > 0.2) == (joint in ('panda_joint1', 'panda_joint7')), joint
+    assert result.table().count("faster than 99 % of the fit's") == 2
 
 
 def test_without_velocities_they_are_derived(tmp_path, urdf, model):

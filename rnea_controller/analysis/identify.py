@@ -13,14 +13,14 @@ The measured torque of joint j is linear in the parameters x = (θ, a, b, fc, f0
 - a_j [kg·m²] rotor inertia; b_j [N·m·s/rad] viscous, fc_j [N·m] Coulomb, f0_j [N·m] offset
   (= asymmetric Coulomb), s_j [N·m] Stribeck friction: the node's model (`control/friction.py`,
   w = `friction_velocity_width`, v_s = `friction_stribeck_velocity`). Per joint the friction
-  model (`select_friction`: viscous + Coulomb, + offset, + offset + Stribeck) is chosen by the
-  held-out rows; a kind not chosen stays at its prior.
+  model (viscous + Coulomb, + offset, + offset + Stribeck) is chosen, with the smoothing
+  window, w and v_s, by blocked cross-validation of the identification's own rows (`select`;
+  never the held-out ones); a kind not chosen stays at its prior.
 
-Rows: qd, qdd and tau are filtered by `smoothing.Smoother` (zero-phase). Joint j's rows enter
-only while it slides (|qd_j| ≥ `SLIDING_SPEED`): slower, friction is stiction, whose shape is
-the plant's, not fc·tanh(qd / w). Memory is bounded: per joint, the triangular factor R_j of
-its rows [A_j | tau_j] (QR-updated chunk by chunk, (p+1)² numbers), for the fit and for the
-held-out rows; nothing else.
+Rows: q, qd and qdd are filtered by `smoothing.Smoother` (zero-phase), the target is the torque
+as measured; every row counts, slow ones included (issue 44). Memory is bounded: per candidate
+window, fold and joint, the Gram matrix of its rows [A_j | tau_j] over the candidate columns
+((size+1)² numbers), and a histogram of each joint's speeds; nothing else.
 
 The solve (`solve`):
 1. Weights: per joint 1/σ_j², σ_j the RMS residual of a first fit weighted by 1/RMS(tau_j)
@@ -58,7 +58,9 @@ The solve (`solve`):
    model (with the prior's armature and friction) and of the identified one, on rows left out
    of the fit: a second bag (`rnea-validate --holdout BAG2`), else one block of
    `HOLDOUT_BLOCK` seconds of recorded time (gaps shortened to MAX_STEP) in every
-   `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...).
+   `HOLDOUT_EVERY` of the bag (the third: 4-6 s, 14-16 s, ...); on every row and on the slow
+   ones apart, and the share of held-out rows faster than 99 % of the fit's (`_coverage`:
+   there a model's friction is extrapolated).
 5. The fit's own checks (`checks`): rank below what the arm's parameters reach, a joint that
    barely slid, held-out rows missing or worse than the prior's, an implausible body: any one
    and `rnea-validate` writes no parameters file, and says what the motion lacked.
@@ -93,7 +95,18 @@ PRIOR_WEIGHT = 1.0  # λ of the entropic divergence, in units of one row's weigh
 PRIOR_JOINT = 1e-3  # armature and friction: a prior of 1e-6 row (the links' D decides a split)
 VERBOSE = False  # the solver's log (debugging)
 UNSEEN = 1e-6  # a parameter whose unit vector is in the null space within this is not seen
-RANK_TOLERANCE = 1e-7  # a pivot of the scaled regressor below this × the largest: dependent
+# a pivot of the scaled regressor below this × the largest: dependent. The fit's factor comes
+# from Gram matrices (R = Λ^½ Vᵀ, `_rows_of`), whose small singular values are rounding below
+# about 3e-7 of the largest (a cut-short excitation's spectrum falls smoothly from 2.3e-7 to
+# 2e-9, under a gap from 3.7e-6): counted at 1e-7 the rank followed the rounding (54 or 56 with
+# the same data, only the candidate list changed)
+RANK_TOLERANCE = 1e-6
+# the least-squares steps on normal equations (`_least_squares`: the weights, the
+# cross-validation) ignore the column-scaled Gram's eigenvalues below this × the largest: its
+# rounding reaches 1e-10 (the pendulum's 160-ms Gram, the same data and choices: an eigenvalue
+# of 1.1e-10 or 2.4e-12 by the candidate list), and a step along such a direction (|step| 5e4)
+# fitted joint 2's torque to 0.007 N·m instead of 0.06, its weight 70x too large
+GRAM_RCOND = 1e-8
 HOLDOUT_BLOCK = 2.0  # [s]
 HOLDOUT_EVERY = 5  # without a second bag, the 3rd of every 5 blocks of 2 s is held out
 MAX_STEP = 0.05  # [s] a longer interval between samples is a gap: counts as this in blocks
@@ -112,8 +125,9 @@ SELECT_GAIN = 0.02  # a richer model is chosen when it lowers the cross-validate
 # 320 ms (-3 dB at about 3 Hz, still above an excitation's harmonics, <= 0.5 Hz);
 WINDOWS = (0.02, 0.04, 0.08, 0.16, 0.32)
 # the Coulomb term's width w [rad/s], half decades from the creep of a joint held still while
-# others move (1e-4 rad/s, issue 44) to a third of SLIDING_SPEED;
-WIDTHS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+# others move (1e-4 rad/s, issue 44) to 3x SLIDING_SPEED (a harmonic drive's friction turns
+# over 0.1-0.4 rad/s: Gaz et al.'s Panda sigmoids, 2 / phi2 = 0.12-0.39 rad/s);
+WIDTHS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3)
 # the Stribeck velocity v_s [rad/s], half decades from a third of SLIDING_SPEED to 1 rad/s;
 STRIBECK_VELOCITIES = (0.03, 0.1, 0.3, 1.0)
 FOLDS = 5  # the identification's blocks (HOLDOUT_BLOCK s) go to this many folds, in turn
@@ -124,6 +138,11 @@ MASS_RANGE = (0.5, 2.0)  # a body's mass within these multiples of the URDF's
 BOUND_SLACK = 1e-4
 TOTAL_RANGE = 0.2  # the total mass within ±20 % of the URDF's, unless held-out rows say not
 TOTAL_EVIDENCE = 0.01  # ...: the held-out relative error 1 % lower without that bound
+# |qd| histograms [rad/s] of the fit's and the held-out rows: 10 bins a decade
+SPEED_EDGES = np.geomspace(1e-4, 100.0, 61)
+# a joint's held-out rows beyond the speed 99 % of its fit rows stay under (`_coverage`): with
+# this share of them (5x the fit's own 1 %) the report says its friction there is extrapolated
+EXTRAPOLATED_SHARE = 0.05
 MIN_SLIDING_SHARE = 0.1  # a joint sliding in fewer of the samples was not excited
 MIN_RANGE = 0.5  # [rad] the advice's range of a joint
 MIN_DURATION = 12.0  # [s] the advice's excitation length
@@ -204,6 +223,7 @@ class _Stream:
         self.window_s, self.smoothers = window_s, None
         self.fit = _Grams(FOLDS, n, size)
         self.held = _Grams(2, n, size)  # 0: every held-out row, 1: the slow ones
+        self.speeds = np.zeros((2, n, len(SPEED_EDGES) + 1), dtype=np.int64)  # fit, held out
         self.sliding = np.zeros(n, dtype=np.int64)
         self.samples = 0
         self.start, self.data_time = None, 0.0  # the last stamp [ns], data time [s]
@@ -217,6 +237,27 @@ class _Stream:
         data_time = self.data_time + np.cumsum(np.maximum(steps, 0.0))
         self.start, self.data_time = t[-1], float(data_time[-1])
         return data_time
+
+
+def _count_speeds(histogram, qd):
+    """Add each joint's |qd| [rad/s] (N, n) to its row of `histogram` (n, bins)."""
+    for j in range(qd.shape[1]):
+        histogram[j] += np.bincount(np.searchsorted(SPEED_EDGES, np.abs(qd[:, j])),
+                                    minlength=histogram.shape[1])
+
+
+def _coverage(speeds):
+    """Per joint {fit_speed_p99 [rad/s]: the speed 99 % of the fit's rows stay under (a bin's
+    upper edge), beyond: the share of held-out rows at or above it}, from `_Stream.speeds`."""
+    out = []
+    for fit, held in zip(*speeds):
+        if not fit.sum() or not held.sum():
+            out.append({'fit_speed_p99': None, 'beyond': None})
+            continue
+        k = int(np.searchsorted(np.cumsum(fit) / fit.sum(), 0.99))
+        edge = float(SPEED_EDGES[min(k, len(SPEED_EDGES) - 1)])
+        out.append({'fit_speed_p99': edge, 'beyond': float(held[k + 1:].sum() / held.sum())})
+    return out
 
 
 def block_folds(data_time, second_bag):
@@ -309,6 +350,7 @@ class Identification:
         slow = np.abs(qd) < SLIDING_SPEED
         if held_out:
             self._add(stream.held, A, tau, 0, np.ones(len(t), bool), slow)
+            _count_speeds(stream.speeds[1], qd)
             return
         if stream is self.streams[0]:
             self.q_low = np.minimum(self.q_low, q.min(axis=0))
@@ -319,6 +361,8 @@ class Identification:
         for f in range(FOLDS):
             self._add(stream.fit, A, tau, f, ~held & (fold == f))
         self._add(stream.held, A, tau, 0, held, slow)
+        _count_speeds(stream.speeds[0], qd[~held])
+        _count_speeds(stream.speeds[1], qd[held])
 
     def _add(self, grams, A, tau, part, mask, slow=None):
         """Every joint's rows where `mask` to `grams`' part `part`; with `slow` (N, n), joint
@@ -687,7 +731,7 @@ def _least_squares(G, g, x0):
     """Minimum-norm (column-scaled) least-squares step from x0 on the normal equations."""
     d = np.sqrt(np.maximum(np.diag(G), 1e-300))
     Gs = G / np.outer(d, d)
-    step = np.linalg.lstsq(Gs, (g - G @ x0) / d, rcond=1e-10)[0]
+    step = np.linalg.lstsq(Gs, (g - G @ x0) / d, rcond=GRAM_RCOND)[0]
     return x0 + step / d
 
 
@@ -1095,15 +1139,17 @@ def _rms(rows, x, model):
 def _holdout(ident, x, x0):
     """Relative RMS per joint on the held-out rows, the URDF's (prior) and the identified:
     on every row, and apart on the slow ones (|qd| < SLIDING_SPEED: creep, stops, reversals)
-    and the moving ones (the others)."""
+    and the moving ones (the others); and how far the held-out rows go beyond the speeds of
+    the fit's (`_coverage`: a model's friction there is extrapolated)."""
     out = {'source': 'second bag' if ident.second_bag else
            f'one {HOLDOUT_BLOCK:g}-s block in {HOLDOUT_EVERY} of this bag', 'joints': {},
            'slow_speed': SLIDING_SPEED}
     every, slow = (_errors(rows, x, x0) for rows in (ident.held, ident.held_slow))
     moving = tuple(a - b for a, b in zip(every, slow))
+    coverage = _coverage(ident._stream().speeds)
     for j, joint in enumerate(ident.model.joint_names):
         out['joints'][joint] = {**_relative(every, j), 'slow': _relative(slow, j),
-                                'moving': _relative(moving, j)}
+                                'moving': _relative(moving, j), 'speeds': coverage[j]}
     return out
 
 

@@ -7,7 +7,7 @@ the effective delay; the payload; the identification, if any; the verdict.
 """
 import math
 
-from rnea_controller.analysis.identify import MASS_RANGE, NOT_SEEN
+from rnea_controller.analysis.identify import EXTRAPOLATED_SHARE, MASS_RANGE, NOT_SEEN
 
 
 def _fmt(value, scale=1.0, digits=3):
@@ -66,6 +66,15 @@ def _delay_line(delay):
             'shifted by it')
 
 
+def _beyond(speeds):
+    """'; N % of the held-out rows faster than ...' where the held-out rows go beyond the fit's
+    speeds (`identify._coverage`), else ''."""
+    if not speeds or speeds['beyond'] is None or speeds['beyond'] < EXTRAPOLATED_SHARE:
+        return ''
+    return (f"; {100 * speeds['beyond']:.0f} % of these rows faster than 99 % of the fit's "
+            f"(|qd| > {speeds['fit_speed_p99']:.3g} rad/s): its friction there is extrapolated")
+
+
 def _payload_line(residual):
     if residual['payload_kg'] is None:
         return 'estimated payload: - (no measured effort in the joint states)'
@@ -94,7 +103,7 @@ def _identification_lines(result):
         lines.append(f"    {joint}: {_fmt(h['urdf'], 100, 2)} % -> "
                      f"{_fmt(h['identified'], 100, 2)} % ({h['rows']} rows); slow "
                      f"{_fmt(slow['urdf'], 100, 2)} % -> {_fmt(slow['identified'], 100, 2)} % "
-                     f"({slow['rows']} rows)")
+                     f"({slow['rows']} rows)" + _beyond(h.get('speeds')))
     smoothing = result.get('smoothing')
     if smoothing:
         chosen = smoothing['chosen_by']

@@ -100,7 +100,7 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    the real `--geared` demo 64-70 mrad FAIL -> 5.6). Why bounded: a joint held by an obstacle
    and let go is back at its true inertia; a held xArm7 wrist, released, peaked at 2.0-3.3x
    its velocity limit unbounded, 1.1-1.4x so.
-7. The integral at rest (`_integrate`). += dt Ki (M_ii(q0) + a^ + b^ / Kd) e, clamped to
+7. The integral at rest (`_integrate`). += dt Ki (M_ii(q0) + a^ + b^ / Kd + s) e, clamped to
    ±`integral_clamp` x the effort limit, while the reference rests, the command is not limited,
    the joint is slower than INTEGRAL_GATE and than its PD's pace Kp/Kd |e| (`_pace`), or than
    FAR x that pace, or moves away from its goal, and a^ has been measured once (its scaled
@@ -112,7 +112,12 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    geared joint ((M_ii + a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links row 3e-3
    rad off after 1 s; 4000 is the default. FAR: a joint 0.15 rad off that crept towards its goal
    at 0.02-0.06 rad/s under a wrong d^ (a hold's, learnt before its release) froze the integral
-   at the 0.02 rad/s gate and ended 2-8e-2 rad off; now 3e-4-1.4e-3.
+   at the 0.02 rad/s gate and ended 2-8e-2 rad off; now 3e-4-1.4e-3. s (`_stuck`, issue 43):
+   the measured Coulomb friction's slope at rest c^ / (w Kd), as b^ / Kd the viscous one: where
+   a joint stands its impedance is its friction, not its inertia (through inertia alone a
+   UR10 wrist of 0.01 kg·m² under 1.7 N·m of friction gathered 0.08 N·m in 1.5 s and ended
+   3.9 mrad off), at most what crosses that band in BAND_DELAYS x the loop's lateness (the
+   corpus's quick draw: 13 of 20 at the bar before, 17 so, 15 uncapped: stick-slip).
 8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
    through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
    m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
@@ -186,6 +191,7 @@ VIBRATION = 0.03  # x the velocity limit per tick: a velocity swinging more chat
 HUNT_AMPLITUDE = 2e-4  # [rad] a joint at rest crossing its goal by more than this hunts ...
 HUNT_TIME = 0.2  # [s] ... if it does so more than HUNT_CROSSINGS times in about this time
 HUNT_CROSSINGS = 4.0
+BAND_DELAYS = 10.0  # lateness d: the integral crosses the friction band in no less (rule 7)
 
 WORK_FIELDS = ADAPTATION_FIELDS
 INTEGER_FIELDS = ('count',)
@@ -505,6 +511,20 @@ def _pace(model, k):
 
 
 @njit(cache=True)
+def _stuck(model, work, k, e):
+    """Rule 7: the measured Coulomb friction's slope at rest, as `damped` takes the viscous
+    one: c^ / (w Kd) [kg·m²], so that the integral crosses the friction band at Ki c^ e /
+    (w Kd) (the told friction rule 5 feeds forward whole); at most what crosses it in
+    BAND_DELAYS x the loop's lateness d (`LawWork.delay`, at least a period): what it adds
+    while the loop cannot yet see the joint slip is at most 1 / BAND_DELAYS of it."""
+    if model.pd or model.kd[k] <= 0.0 or model.forget == 1.0:
+        return 0.0
+    c = max(work.theta[3, k], 0.0)
+    late = BAND_DELAYS * max(work.delay[0], model.dt)
+    return c / max(model.width * model.kd[k], model.ki * abs(e) * late)
+
+
+@njit(cache=True)
 def _integrate(model, work, ref):
     """Rule 7: integral += dt·Ki·s·(M_ii(q0) + a^ + b^/Kd)·e under its gates, s the
     schedule's integral gain (0: the integral is kept as it is), clamped to ±i_clamp.
@@ -520,7 +540,8 @@ def _integrate(model, work, ref):
         if (_resting(ref, k) and (slow or e * ed > 0.0) and scale > 0.0
                 and work.tau[k] == work.raw[k]
                 and (model.forget == 1.0 or work.settled[k] > 0.0)):
-            inertia = model.inertia[k] + work.theta[0, k] + damped(model, work.theta, k)
+            inertia = (model.inertia[k] + work.theta[0, k] + damped(model, work.theta, k)
+                       + _stuck(model, work, k, e))
             value = work.integral[k] + model.dt * model.ki * inertia * e * scale
             work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
 
