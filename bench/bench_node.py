@@ -2,20 +2,21 @@
 
     .venv/bin/python bench/bench_node.py [--duration 30] [--runs events+rt45 events+cpu1 ...]
 
-For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on
-the Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
+For each run, side by side: the controller node (subprocess `rnea-controller --executor X`) on the
+Panda of example-robot-data with its fingers locked (7 joints), a separate feeder process
 publishing its joint states at 1 kHz, a bare rclpy node with a 1 kHz timer and the same executor
-(the peer), and a bare rclpy node with the controller's own I/O (the joint states in, a command
-and a reference out at 1 kHz, typed, as a user would write it; issue 45: the controller's CPU at
-or under it, 'CPU ratio node / bare same-I/O node'). A run is `events` or `single` (the
+(the peer), and a bare rclpy node with the controller's own I/O (the joint states in, a command and
+a reference out at 1 kHz, typed, as a user would write it; issue 45: the controller's CPU at or
+under it, 'CPU ratio node / bare same-I/O node'; the same per tick, the two rates apart on a loaded
+host; and the loop threads' own, where the node's Python runs). A run is `events` or `single` (the
 executor), optionally `+rtN`: node and peers alike with SCHED_FIFO priority N, and `+cpuK`: node
 and peers alike bound to CPU core K (the node's --cpu-affinity). Printed per run: achieved loop
 rate, missed ticks, tick compute time p99, CPU % of one core (from /proc/<pid>/stat), lost
-joint-state messages (in the measured window: the feeder's stamps against the node's count;
-those lost before the node's reader had matched the feeder, during discovery, are shown apart),
-period jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-
-process. Per-second figures come from the node's /diagnostics (and the same computation in the
-bare timer); a run's figure is the median over its seconds, with the worst second alongside.
+joint-state messages (in the measured window: the feeder's stamps against the node's count; those
+lost before the node's reader had matched the feeder, during discovery, are shown apart), period
+jitter p99 and its ratio to the bare timer's; and the tick compute p50/p99 measured in-process.
+Per-second figures come from the node's /diagnostics (and the same computation in the bare timer);
+a run's figure is the median over its seconds, with the worst second alongside.
 First, in this process: the node's message paths (`wire`: bytes written and read in place)
 side by side with rclpy's typed publish and deserialization of the same messages.
 """
@@ -160,10 +161,12 @@ def bare_io(duration, executor_kind, priority, cpu):
     executor = make_executor(executor_kind)
     executor.add_node(node)
     cpu0, t0 = cpu_seconds(os.getpid()), time.perf_counter()
+    loop0 = time.thread_time()  # this thread spins: the node's callbacks run on it
     spin_for(executor, duration)
     elapsed = time.perf_counter() - t0
     cpu = (cpu_seconds(os.getpid()) - cpu0) / elapsed * 100
-    print(json.dumps({'cpu': cpu, 'rate': ticks[0] / elapsed}), flush=True)
+    loop = (time.thread_time() - loop0) / elapsed * 100
+    print(json.dumps({'cpu': cpu, 'loop cpu': loop, 'rate': ticks[0] / elapsed}), flush=True)
 
 
 def feeder(duration):
@@ -194,9 +197,11 @@ def feeder(duration):
     print(json.dumps({'sent': len(sent), 'stamps': sent}), flush=True)
 
 
-def cpu_seconds(pid):
-    """utime + stime of a process [s], from /proc/<pid>/stat."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+def cpu_seconds(pid, thread=None):
+    """utime + stime of a process [s], from /proc/<pid>/stat (of its thread `thread`, from
+    /proc/<pid>/task/<thread>/stat, if given: the main thread's id is the pid)."""
+    path = f'/proc/{pid}/stat' if thread is None else f'/proc/{pid}/task/{thread}/stat'
+    fields = Path(path).read_text().rsplit(')', 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
@@ -256,8 +261,11 @@ def run(label, duration, urdf, observer, tmp):
         procs.append(start(me + ['--bare-io', str(duration), *peer], logs['bare_io']))
         observer.seconds.clear()
         cpu0, t0 = cpu_seconds(controller.pid), time.perf_counter()
+        loop0 = cpu_seconds(controller.pid, controller.pid)  # the loop's: the main thread
         observer.spin(duration)
-        cpu = (cpu_seconds(controller.pid) - cpu0) / (time.perf_counter() - t0) * 100
+        elapsed = time.perf_counter() - t0
+        cpu = (cpu_seconds(controller.pid) - cpu0) / elapsed * 100
+        loop = (cpu_seconds(controller.pid, controller.pid) - loop0) / elapsed * 100
         measured = list(observer.seconds)
         for proc in procs[1:]:
             proc.wait(duration + 30)
@@ -269,9 +277,9 @@ def run(label, duration, urdf, observer, tmp):
     outputs = {name: Path(log.name).read_text() for name, log in logs.items()}
     bare = json.loads(outputs['bare'].strip().splitlines()[-1])
     io = json.loads(outputs['bare_io'].strip().splitlines()[-1])
-    bare['io cpu'], bare['io rate'] = io['cpu'], io['rate']
+    bare['io cpu'], bare['io rate'], bare['io loop cpu'] = io['cpu'], io['rate'], io['loop cpu']
     feeder = json.loads(outputs['feeder'].strip().splitlines()[-1])
-    return summarise(measured, cpu, feeder, received, bare)
+    return summarise(measured, (cpu, loop), feeder, received, bare)
 
 
 def lost_in_window(seconds, stamps, lost_in_run):
@@ -292,6 +300,8 @@ def lost_in_window(seconds, stamps, lost_in_run):
 
 
 def summarise(seconds, cpu, feeder, received, bare):
+    """The run's figures; cpu: (process, loop thread) [% of a core]."""
+    cpu, loop = cpu
     seconds = seconds[1:]  # the first report covers time before the window started
     lost_in_run = feeder['sent'] - received  # exact: the node's final count, feeder stopped
     sent, lost = lost_in_window(seconds, feeder['stamps'], lost_in_run)
@@ -304,8 +314,9 @@ def summarise(seconds, cpu, feeder, received, bare):
     # ticks for figures: NaN, left out
     jitter = float(np.nanmedian(column['period jitter p99 [us]']))
     bare_jitter = float(np.median(bare['jitter_p99']))
+    rate = float(np.nanmedian(column['loop rate [Hz]']))
     return {
-        'rate': float(np.nanmedian(column['loop rate [Hz]'])),
+        'rate': rate,
         'missed %': 100.0 * missed / max(ticks + missed, 1),
         'compute p50': float(np.nanmedian(column['tick compute p50 [us]'])),
         'compute p99 median': float(np.nanmedian(column['tick compute p99 [us]'])),
@@ -319,6 +330,10 @@ def summarise(seconds, cpu, feeder, received, bare):
         'jitter ratio': jitter / bare_jitter,
         'bare io cpu %': bare['io cpu'], 'cpu ratio io': cpu / bare['io cpu'],
         'bare io rate': bare['io rate'],
+        # on a loaded host the two keep different rates: the CPU of a tick, and the loop's
+        'cpu ratio io per tick': (cpu / rate) / (bare['io cpu'] / bare['io rate']),
+        'loop cpu %': loop, 'bare io loop cpu %': bare['io loop cpu'],
+        'loop cpu ratio io per tick': (loop / rate) / (bare['io loop cpu'] / bare['io rate']),
     }
 
 
@@ -369,7 +384,11 @@ def report(results, p50):
             ('jitter ratio node / bare', 'jitter ratio', '{:.2f}', '<= 1.2'),
             ('bare same-I/O node: rate [Hz]', 'bare io rate', '{:.1f}', ''),
             ('bare same-I/O node: CPU [% of a core]', 'bare io cpu %', '{:.1f}', ''),
-            ('CPU ratio node / bare same-I/O node', 'cpu ratio io', '{:.2f}', '<= 1.0')]
+            ('CPU ratio node / bare same-I/O node', 'cpu ratio io', '{:.2f}', '<= 1.0'),
+            ('  the same per tick (rates differ)', 'cpu ratio io per tick', '{:.2f}', ''),
+            ('loop thread: CPU [% of a core]', 'loop cpu %', '{:.1f}', ''),
+            ('bare same-I/O node: loop thread [%]', 'bare io loop cpu %', '{:.1f}', ''),
+            ('loop thread CPU ratio per tick', 'loop cpu ratio io per tick', '{:.2f}', '')]
     kinds = list(results)
     print(f'{"":36s}' + ''.join(f'{k:>14s}' for k in kinds) + f'{"target":>10s}')
     for label, key, fmt, target in rows:

@@ -94,7 +94,7 @@ def warm() -> dict:
     from rnea_controller.control.goal import keep_worst
     from rnea_controller.control.law import Controller, validate_parameters
     from rnea_controller.control.loop_stats import LoopStats
-    from rnea_controller.control.timing import LoopTiming
+    from rnea_controller.control.timing import ActuationDelay, LoopTiming
     from rnea_controller.control.trajectory import Trajectory
     from rnea_controller.dynamics.model import default_urdf_path, RobotModel
 
@@ -103,6 +103,7 @@ def warm() -> dict:
     Controller(cfg)  # the law (with and without a wrench), the gravity hold: node.py configure
     ContactObserver(cfg)  # loop.py, at activation
     LoopTiming(model.n, cfg.period)
+    ActuationDelay(cfg.effort_limits, cfg.period)  # loop.py, at activation
     LoopStats()
     Trajectory.hold(np.zeros(model.n)).sample(0.0)
     m = len(cfg.joints)

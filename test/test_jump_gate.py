@@ -2,9 +2,10 @@
 stream (issue 29) and a stream with velocities back from a stall (issue 35), each with the
 stream's own times (stamps and arrivals given, not measured).
 The node's input runs the same gate on real messages: test_inputs.py, test_overspeed.py."""
+import numpy as np
 import pytest
 
-from rnea_controller.control.jump_gate import JumpGate
+from rnea_controller.control.jump_gate import JUMP_SLACK, JumpGate, VELOCITY_MARGIN
 
 LIMIT = 2.0  # [rad/s]
 
@@ -124,3 +125,29 @@ def test_a_stream_back_from_a_stall_is_taken_once_its_motion_fits_the_time_since
     taken = [offer_with_velocity(0.060 + j * 1e-3, 0.0607 + j * 1e-3) for j in range(40)]
     assert taken == [False] * 15 + [True] * 25
     assert g.jumps == 15 and g.fast == 0
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_the_quick_look_finds_the_suspects_one_by_one_would(seed):
+    """`_suspects` looks at each joint only when one is beyond the slowest joint's bound: the
+    joints it names are those of the rule applied to every joint, on states near the bounds
+    (limits apart, one infinite, steps back in time)."""
+    rng = np.random.default_rng(seed)
+    limits = [1.0, 2.5, np.inf, 0.5]
+    g = JumpGate(['a', 'b', 'c', 'd'], limits)
+    g.fresh_for = 0.1
+    for _ in range(2000):
+        q_ref = rng.normal(size=4).tolist()
+        now, arrival = rng.uniform(0.0, 0.2), rng.uniform(0.0, 0.2)
+        reach = now - arrival + JUMP_SLACK
+        q = (np.array(q_ref) + rng.uniform(-1.2, 1.2, 4) * np.array([1.0, 2.5, 3.0, 0.5])
+             * abs(reach)).tolist()
+        qd = (rng.uniform(-1.2, 1.2, 4) * VELOCITY_MARGIN * np.array([1.0, 2.5, 9.0, 0.5])
+              ).tolist() if rng.random() < 0.8 else None
+        reference = (q_ref, None, 1, arrival)
+        one_by_one = [] if qd is None else [j for j in range(4)
+                                            if abs(qd[j]) > VELOCITY_MARGIN * limits[j]]
+        if now - arrival < g.fresh_for:
+            one_by_one += [j for j in range(4) if abs(q[j] - q_ref[j]) > limits[j] * reach
+                           and j not in one_by_one]
+        assert g._suspects(q, qd, now, reference) == one_by_one

@@ -18,10 +18,13 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rnea_controller.control.parameters import check, latency_setting, ParameterError
 from rnea_controller.control.timing import (
+    _shifted_means,
+    ActuationDelay,
     LatencyEstimator,
     LoopTiming,
     PhaseLock,
     predict,
+    predict_into,
     StampClock,
     VelocityEstimator,
 )
@@ -148,6 +151,51 @@ def test_prediction_is_exact_for_a_constant_acceleration():
     out = predict(q0, qd_lagging, qdd, dt, lag)
     np.testing.assert_allclose(out[0], q0 + qd0 * dt + 0.5 * qdd * dt ** 2, rtol=1e-12)
     np.testing.assert_allclose(out[1], qd0 + qdd * dt, rtol=1e-12)
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_the_tick_s_prediction_and_error_are_predict_s_at_the_controlled_joints(seed):
+    """predict_into (the loop's one call) against predict with the reference's acceleration at
+    the controlled joints and 0 elsewhere, and the error there; bit for bit."""
+    rng = np.random.default_rng(seed)
+    n = 9
+    index = np.sort(rng.choice(n, 6, replace=False))  # a gripper's joints among them
+    q, qd, ref = rng.normal(size=n), rng.normal(size=n), rng.normal(size=(3, 6))
+    dt, lag = rng.uniform(0.0, 5e-3, 2)
+    qdd = np.zeros(n)
+    qdd[index] = ref[2]
+    expected = predict(q, qd, qdd, dt, lag)
+    out, error = np.full((2, n), np.nan), np.full((2, 6), np.nan)
+    predict_into(q, qd, ref, index, dt, lag, out, error)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(error, ref[:2] - expected[:, index])
+    untouched = out.copy()
+    predict_into(q, qd, ref, index, dt, lag, out, error, carried=False)
+    np.testing.assert_array_equal(out, untouched)
+    np.testing.assert_array_equal(error, ref[:2] - np.vstack((q, qd))[:, index])
+
+
+def test_the_delay_measurement_s_shifted_means_are_numpy_s_bit_for_bit():
+    """The actuation delay's one compiled call against the same integral of the commands in
+    numpy: np.searchsorted, the piecewise-constant integral at each bin's ends moved back by
+    each candidate delay, their difference over the bin's time."""
+    rng = np.random.default_rng(7)
+    t = np.sort(rng.uniform(0.0, 0.6, 560))
+    t[100:103] = t[100]  # equal times
+    tau = rng.normal(size=(560, 7)) * 50.0
+    integral = np.vstack((np.zeros(7), np.cumsum(tau[:-1] * np.diff(t)[:, None], axis=0)))
+    start = np.sort(rng.uniform(-0.1, 0.7, 40))  # some before the first command, after the last
+    end = start + rng.uniform(1e-3, 2e-2, 40)
+    candidates = ActuationDelay.CANDIDATES
+
+    def at(x):
+        i = np.clip(np.searchsorted(t, x, 'right') - 1, 0, len(t) - 1)
+        return integral[i] + tau[i] * (x - t[i])[..., None]
+    expected = (at(end[None, :] - candidates[:, None]) - at(start[None, :] - candidates[:, None])
+                ) / (end - start)[None, :, None]
+    out = np.empty_like(expected)
+    _shifted_means(t, tau, integral, start, end, end - start, candidates, out)
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_latency_parameter_values_as_users_type_them():

@@ -42,6 +42,7 @@ not a contact; an arm blocked by an obstacle is at rest, where only the first te
 `update` returns the joint (the largest share of its threshold). The loop's modes
 (control/modes.py) then drop the trajectory and hold.
 """
+import math
 from typing import TYPE_CHECKING
 
 from numba import njit, typeof
@@ -173,8 +174,7 @@ class ContactObserver:
         if f_ext:
             forces = body_forces(self._cfg.model, f_ext, 2)
             forces[1] = 0.0  # g(q) is gravity alone
-        window = 1 + int(np.ceil(min(self._delay + max(age, 0.0), MAX_DELAY)
-                                 / self._cfg.period))
+        window = 1 + math.ceil(min(self._delay + max(age, 0.0), MAX_DELAY) / self._cfg.period)
         args = (self._cfg.law_model, forces, self._rows, self._last, q, qd, self._joint,
                 self._recent, _NO_ESTIMATES if estimates is None else estimates,
                 estimates is not None, float(dt), float(count), self.bandwidth, self._newest,

@@ -30,7 +30,7 @@ from rnea_controller.control import modes
 from rnea_controller.control.adaptation import ANSWER_TIME, CHATTER, VIBRATION
 from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.parameters import latency_setting
-from rnea_controller.control.timing import ActuationDelay, LoopTiming, predict
+from rnea_controller.control.timing import ActuationDelay, LoopTiming, predict_into
 from rnea_controller.ros import realtime
 
 LATE = 5.0  # the newest state is believed while younger than this x the usual interval ...
@@ -65,6 +65,7 @@ class ControlLoop:
         self.clock = clock
         self.controller, self.outputs, self.stats = controller, outputs, stats
         self.timer, self._timer_period_ns = timer, timer.timer_period_ns
+        self._set_period = realtime.period_setter(timer)
         self.now_ns, self._t0_ns = now_ns, t0_ns
         self.logger, self.status = logger, status
         self.action_server, self.intake = action_server, intake
@@ -81,13 +82,13 @@ class ControlLoop:
         state.fresh_for = cfg.state_timeout  # the jump gate's window (inputs.py)
         self._ref = np.zeros((3, len(cfg.joints)))
         self._error = np.zeros((2, len(cfg.joints)))  # e, ed at the newest state believed
+        self._least_limit = (None, 0.0)  # (cfg, its smallest effort limit [N·m]): RECOVER_STEP
         self._interval = cfg.period  # [s] the usual interval between new states (`_late`)
         controller.set_schedule()
         self.adaptation = 'adaptation on: command delay not measured yet (needs motion)'
         self._calmed = None  # the law's rule-8 counts when last looked at (_watch_chatter)
         self.actuation = ActuationDelay(cfg.effort_limits, cfg.period)  # publication to effect
         self._actuation_due = clock() + MEASURE_EVERY
-        self._qdd = np.zeros(cfg.model.n)
         self._predicted = np.zeros((2, cfg.model.n))
         self._predicted_q, self._predicted_qd = self._predicted  # the same objects each tick
         self._publish_delay = 2e-4  # [s] tick start to command published, running mean
@@ -200,14 +201,11 @@ class ControlLoop:
         if self._blind and blind <= 0.0:  # seeing again: the arm moved unwatched
             self._recover_until = t_start + RECOVER_TIME
         self._blind = blind > 0.0
-        recovery = (RECOVER_STEP * float(np.min(cfg.effort_limits))
-                    if t_start < self._recover_until else 0.0)
+        recovery = (RECOVER_STEP * self._least(cfg) if t_start < self._recover_until else 0.0)
         if blind > 0.0:
             ref_ns, q, qd = self._dead_reckoned(cfg, now_ns, blind)
-        else:
+        else:  # the error there is kept (`_error`) for a blind stretch
             ref_ns, q, qd = self._timed_state(cfg, state, now_ns)
-            self._error[0] = self._ref[0] - q[cfg.index]
-            self._error[1] = self._ref[1] - qd[cfg.index]
         t, ref = self.seconds(ref_ns), self._ref
         # held where it met an obstacle: no estimate, no integral pushing into it; blind: no
         # state to learn from
@@ -252,10 +250,12 @@ class ControlLoop:
         if arrival == last_arrival:
             return 0.0
         self._last_state = (arrival, stamp_ns)
-        gaps = ((stamp_ns - last_stamp_ns) * 1e-9,
-                arrival - (last_arrival if last_arrival is not None else arrival))
-        self._gap = next((dt for dt in gaps if dt > 0.0), cfg.period)
-        return next((dt for dt in gaps if 0.0 < dt <= cfg.state_timeout), cfg.period)
+        stamps = (stamp_ns - last_stamp_ns) * 1e-9
+        arrivals = arrival - last_arrival if last_arrival is not None else 0.0
+        self._gap = stamps if stamps > 0.0 else arrivals if arrivals > 0.0 else cfg.period
+        timeout = cfg.state_timeout
+        return (stamps if 0.0 < stamps <= timeout else arrivals if 0.0 < arrivals <= timeout
+                else cfg.period)
 
     def _measure_actuation(self, cfg):
         """Every MEASURE_EVERY, in the slack after the command: the actuation delay from the
@@ -337,23 +337,34 @@ class ControlLoop:
         With latency compensation (docs/timing.md) that instant is L after the newest state's
         stamp, and the state is predicted to it from its own age; without, the reference is
         sampled one period after the tick and the state used as it is."""
-        trajectory = self.modes.trajectory
-        L = self.timing.horizon(now_ns * 1e-9 + self._publish_delay)
+        trajectory, timing, ref = self.modes.trajectory, self.timing, self._ref
+        L = timing.horizon(now_ns * 1e-9 + self._publish_delay)
         if L is None:
             ref_ns = now_ns + self._period_ns
-            trajectory.sample(self.seconds(ref_ns), self._ref)
+            trajectory.sample(self.seconds(ref_ns), ref)
+            predict_into(state.q, state.qd, ref, cfg.index, 0.0, 0.0, self._predicted, self._error,
+                         carried=False)
             return ref_ns, state.q, state.qd
-        ref_ns = self.timing.stamp_ns + round(L * 1e9)
-        trajectory.sample(self.seconds(ref_ns), self._ref)
-        self._qdd[cfg.index] = self._ref[2]
-        predict(state.q, state.qd, self._qdd, L, self.timing.lag, out=self._predicted)
+        ref_ns = timing.stamp_ns + round(L * 1e9)
+        trajectory.sample(self.seconds(ref_ns), ref)
+        predict_into(state.q, state.qd, ref, cfg.index, L, timing.lag, self._predicted,
+                     self._error)
         return ref_ns, self._predicted_q, self._predicted_qd
+
+    def _least(self, cfg):
+        """The smallest effort limit of `cfg` [N·m] (RECOVER_STEP's unit), kept per config."""
+        if self._least_limit[0] is not cfg:
+            self._least_limit = (cfg, float(np.min(cfg.effort_limits)))
+        return self._least_limit[1]
 
     def _lock_phase(self, t_start):
         """Phase lock: the timer's next period, nudged within +-2 % (control/timing.py)."""
         period = self.timing.next_period(t_start)
-        if period is not None and round(period * 1e9) != self._timer_period_ns:
-            self._timer_period_ns = self.timer.timer_period_ns = round(period * 1e9)
+        if period is not None:
+            ns = round(period * 1e9)
+            if ns != self._timer_period_ns:
+                self._timer_period_ns = ns
+                self._set_period(ns)
 
     def configure(self, cfg, state):
         """A new config swapped in while active: the timing parameters that may change."""

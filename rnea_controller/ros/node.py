@@ -258,6 +258,8 @@ class ControllerNode(LifecycleNode):
 
     def _wrench(self):
         """f_ext from the newest ~/external_wrench unless older than external_wrench_timeout."""
+        if self._f_ext is None:
+            return None
         timeout = self.config.external_wrench_timeout or math.inf
         return self._f_ext if time.perf_counter() - self._wrench_time < timeout else None
 

@@ -202,6 +202,21 @@ def timer_callback(method):
     return callback
 
 
+def period_setter(timer):
+    """`set(ns)`: the timer's period [ns] changed by its handle's own call, without rclpy's
+    `Timer.timer_period_ns` property around it (a context manager on the handle's use count:
+    half the call, every tick of the phase lock; issue 45). Safe as `outputs.raw_publish` is:
+    the node destroys its timer on the loop's thread only. The property where the handle is
+    not found (another rclpy, a test's timer)."""
+    change = getattr(getattr(timer, '_Timer__timer', None), 'change_timer_period', None)
+    if change is not None:
+        return change
+
+    def set_period(ns):
+        timer.timer_period_ns = ns
+    return set_period
+
+
 def set_cpu_affinity(cpus):
     """Bind this process (its threads now and later) to `cpus`; SystemExit if it can't."""
     try:
