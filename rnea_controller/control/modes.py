@@ -76,9 +76,10 @@ COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOL
 
 REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
 REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
-# [s] the longest brake: twice what the slowest brake (π / (4 x 0.1 s), the loop's latest,
-# ros/loop.py LATE_MOST) takes to slow a joint from twice its limit to its rest speed
-BRAKE_LONGEST = 2.0 * math.log(2.0 / REST_FRACTION) / (math.pi / (4.0 * 0.1))
+LATE_MOST = 0.1  # [s] the most lateness the brake allows for: it damps at π / (4 x) at least
+# [s] the longest brake: twice what the slowest brake (π / (4 LATE_MOST)) takes to slow a joint
+# from twice its limit to its rest speed
+BRAKE_LONGEST = 2.0 * math.log(2.0 / REST_FRACTION) / (math.pi / (4.0 * LATE_MOST))
 STOP_TIME = 0.5  # [s] a stale stop decelerates a joint by at most its velocity limit in this
 
 

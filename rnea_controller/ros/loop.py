@@ -43,7 +43,6 @@ RECOVER_PAUSE = 0.01  # [s] a pause of the loop itself this long, or a blind str
 RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER_STEP ...
 RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 LATE_MEMORY = 0.5  # [s] the brake remembers the loop's lateness this long (`_lateness`)
-LATE_MOST = 0.1  # [s] the most lateness the brake allows for: it damps at π / (4 x) at least
 PERIOD_STEP = 1000  # [ns] the timer's period is changed when the phase lock moves it this much
 # (1 ‰ of a 1 kHz period, a twentieth of its ±2 %; at every ns it was changed every tick)
 
@@ -158,7 +157,7 @@ class ControlLoop:
         (`Controller.brake`): the measured actuation delay, or the worst gap of the last
         LATE_MEMORY between new states or between this loop's own ticks, if more (a starved
         simulator catches up under one held command, a paused node publishes none); at most
-        LATE_MOST. A gap beyond `state_timeout` is a stream that stopped, not a late one.
+        modes.LATE_MOST. A gap beyond `state_timeout` is a stream that stopped, not a late one.
         tick_gap [s]: since the previous tick's start (None: the first tick)."""
         last, worst = self._lateness_seen
         if tick_gap is not None:
@@ -169,7 +168,7 @@ class ControlLoop:
                 worst = max(worst, state.time - last)
             last = state.time
         self._lateness_seen = (last, worst)
-        return min(max(worst, self.actuation.delay or 0.0), LATE_MOST)
+        return min(max(worst, self.actuation.delay or 0.0), modes.LATE_MOST)
 
     def _seen(self, cfg, state, t_start, tick_gap):
         """The arrival [s] by which the modes judge the state's age (None: no valid state):
