@@ -256,14 +256,10 @@ def _predict_into(q, qd, ref, index, dt, lag, out, error, carried):
             error[1, k] = ref[1, k] - qd[index[k]]
         return
     for i in range(q.shape[0]):
-        v = qd[i] + 0.0 * lag
-        out[0, i] = q[i] + v * dt + 0.5 * 0.0 * dt * dt
-        out[1, i] = v + 0.0 * dt
+        out[0, i], out[1, i] = _carried(q[i], qd[i], 0.0, dt, lag)
     for k in range(index.shape[0]):
-        i, a = index[k], ref[2, k]
-        v = qd[i] + a * lag
-        out[0, i] = q[i] + v * dt + 0.5 * a * dt * dt
-        out[1, i] = v + a * dt
+        i = index[k]
+        out[0, i], out[1, i] = _carried(q[i], qd[i], ref[2, k], dt, lag)
         error[0, k] = ref[0, k] - out[0, i]
         error[1, k] = ref[1, k] - out[1, i]
 
@@ -272,9 +268,14 @@ def _predict_into(q, qd, ref, index, dt, lag, out, error, carried):
 def _predict(q, qd, qdd, dt, lag, out):
     """`predict` in one compiled call (the node's tick: ~8 numpy temporaries otherwise)."""
     for i in range(q.shape[0]):
-        v = qd[i] + qdd[i] * lag
-        out[0, i] = q[i] + v * dt + 0.5 * qdd[i] * dt * dt
-        out[1, i] = v + qdd[i] * dt
+        out[0, i], out[1, i] = _carried(q[i], qd[i], qdd[i], dt, lag)
+
+
+@njit(inline='always')
+def _carried(q, qd, qdd, dt, lag):
+    """One joint of `predict`: (q(s + dt), qd(s + dt)), qd(s) = qd + qdd lag."""
+    v = qd + qdd * lag
+    return q + v * dt + 0.5 * qdd * dt * dt, v + qdd * dt
 
 
 class LoopTiming:

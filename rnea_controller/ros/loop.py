@@ -43,8 +43,6 @@ RECOVER_PAUSE = 0.01  # [s] a pause of the loop itself this long, or a blind str
 RECOVER_TIME = 0.05  # [s] ... in this long of commands changing at most RECOVER_STEP ...
 RECOVER_STEP = 0.2  # ... x the smallest effort limit per tick (the arm moved unwatched)
 LATE_MEMORY = 0.5  # [s] the brake remembers the loop's lateness this long (`_lateness`)
-PERIOD_STEP = 1000  # [ns] the timer's period is changed when the phase lock moves it this much
-# (1 ‰ of a 1 kHz period, a twentieth of its ±2 %; at every ns it was changed every tick)
 
 
 class ControlLoop:
