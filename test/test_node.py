@@ -667,7 +667,8 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     """Also: --cpu-affinity binds the whole process (DDS threads included) to that core."""
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
-    client, _, _ = setup
+    client, module_procs, module_node = setup
+    module_procs.stop(module_node)  # its references would mix with this node's (run alone)
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     description = client.node.create_publisher(String, '/robot_description', latched)
     description.publish(String(data=default_urdf_path().read_text()))
@@ -681,6 +682,11 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
     threads = list(Path(f'/proc/{proc.pid}/task').iterdir())
     assert len(threads) > 3  # the executor's and DDS's threads
     assert all(f'Cpus_allowed_list:\t{cpu}\n' in (t / 'status').read_text() for t in threads)
+    # a description published while active is still heard (the node's own subscriptions
+    # once replaced rclpy's list of them, and the executor dropped this one at configure)
+    description.publish(String(data=default_urdf_path().read_text()))
+    assert wait_for(lambda: 'robot_description received: used at the next configure'
+                    in processes.output(proc), 10.0), processes.output(proc)[-3000:]
     tau, ref = client.steady_command()
     assert list(ref.name) == ['elbow_joint', 'shoulder_lift_joint'] and len(tau) == 2
     qdd = np.zeros(6)

@@ -83,7 +83,7 @@ class ControllerNode(LifecycleNode):
         self.states_received = 0
         self._kernels_logged = False
         self._urdf_from_topic, self._base_model = None, None
-        self._subscriptions, self.outputs = [], None
+        self._input_subscriptions, self.outputs = [], None
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -207,9 +207,9 @@ class ControllerNode(LifecycleNode):
     def _destroy_entities(self):
         if self.outputs is not None:
             self.outputs.destroy()
-        for subscription in self._subscriptions:
+        for subscription in self._input_subscriptions:
             self.destroy_subscription(subscription)
-        self._subscriptions, self.outputs = [], None
+        self._input_subscriptions, self.outputs = [], None
         if self.effort_check is not None and self.intake is None:  # a failed configure's
             self.effort_check.close()
             self.effort_check = None
@@ -321,7 +321,7 @@ class ControllerNode(LifecycleNode):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
         self.outputs = Outputs(self, value('command_topic').value, joints)
-        self._subscriptions = [
+        self._input_subscriptions = [
             self.create_subscription(JointState, value('joint_states_topic').value,
                                      self._on_joint_states, state_qos, raw=True),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
@@ -354,7 +354,7 @@ class ControllerNode(LifecycleNode):
         tick, the offset at the next 1 Hz status."""
         if self.loop is None:  # queued before the loop stopped
             return
-        topic = self._subscriptions[0].topic_name
+        topic = self._input_subscriptions[0].topic_name
         sources = None
         if self.count_publishers(topic) > 1:
             names = sorted(f'{i.node_namespace.rstrip("/")}/{i.node_name}'
