@@ -457,12 +457,14 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         x[a] = theta[a, k] / scales[a, k]
         err -= phi[a] * x[a]
     P, a_old, step = work.P[k], theta[0, k], work.schedule[ESTIMATE]
-    den = lam
-    for a in range(ESTIMATED):
-        Pphi[a] = 0.0
-        for b in range(ESTIMATED):
-            Pphi[a] += P[a, b] * phi[b]
-        den += phi[a] * Pphi[a]
+    den = _gain(P, phi, Pphi, lam)
+    for a in range(ESTIMATED):  # an estimate the step pushes past a bound stays there
+        low, high = model.floors[a, k] / scales[a, k], model.ceilings[a, k] / scales[a, k]
+        held = min(max(x[a] + Pphi[a] / den * err * step, low), high)
+        if phi[a] != 0.0 and held != x[a] + Pphi[a] / den * err * step:
+            err -= phi[a] * (held - x[a])
+            x[a], phi[a] = held, 0.0
+    den = _gain(P, phi, Pphi, lam)
     for a in range(ESTIMATED):
         x[a] += Pphi[a] / den * err * step
         for b in range(ESTIMATED):
@@ -478,6 +480,18 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         growth_factor = 1.0 + (growth_factor - 1.0) / BRAKING_GROWTH
     growth = (model.inertia[k] + a_old) * growth_factor
     theta[0, k] = min(theta[0, k], growth - model.inertia[k])
+
+
+@njit(cache=True)
+def _gain(P, phi, Pphi, lam):
+    """Rule 3's RLS gain: Pphi = P phi in place; returns lam + phi' P phi."""
+    den = lam
+    for a in range(ESTIMATED):
+        Pphi[a] = 0.0
+        for b in range(ESTIMATED):
+            Pphi[a] += P[a, b] * phi[b]
+        den += phi[a] * Pphi[a]
+    return den
 
 
 @njit(cache=True)
