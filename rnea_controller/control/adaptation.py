@@ -458,13 +458,13 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         err -= phi[a] * x[a]
     P, a_old, step = work.P[k], theta[0, k], work.schedule[ESTIMATE]
     den = _gain(P, phi, Pphi, lam)
-    for a in range(ESTIMATED):  # an estimate the step pushes past a bound stays there
-        low, high = model.floors[a, k] / scales[a, k], model.ceilings[a, k] / scales[a, k]
-        held = min(max(x[a] + Pphi[a] / den * err * step, low), high)
-        if phi[a] != 0.0 and held != x[a] + Pphi[a] / den * err * step:
-            err -= phi[a] * (held - x[a])
-            x[a], phi[a] = held, 0.0
-    den = _gain(P, phi, Pphi, lam)
+    e, ed = work.e[0, k], work.e[1, k]
+    falling = (work.settled[k] == 0.0 and e * ed > 0.0 and e * qdd_m < 0.0
+               and abs(e) > STUCK_ERROR)
+    if falling and x[0] + Pphi[0] / den * err * step < 0.0:  # a^ stays 0: d^ takes the fall
+        err += phi[0] * x[0]
+        x[0] = phi[0] = 0.0
+        den = _gain(P, phi, Pphi, lam)
     for a in range(ESTIMATED):
         x[a] += Pphi[a] / den * err * step
         for b in range(ESTIMATED):
