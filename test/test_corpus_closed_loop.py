@@ -24,11 +24,6 @@ CASES = corpus.drawn_cases(DRAWN)
 MISSES = {
     'so100-links-late-mujoco-438': 'payload on the wrist: 1.76x a velocity limit, brakes '
                                    '(the peer too: 1.91x)',
-    'ur10-links-late-pinocchio-2637': 'payload on the wrist: wrist_2 brakes within 0.3 s, '
-                                      '1.9 rad off',
-    'kinova-links-late-mujoco-2247': 'payload: joint 6 brakes at 1.01x its limit, 0.28 rad off',
-    'ur10-friction-prompt-pinocchio-201': 'smooth Stribeck friction: wrist_3 (1.7 N·m on a '
-                                          'light joint) hunts at rest, final 2.0e-3 rad',
     'so100-friction-prompt-pinocchio-7518': 'smooth Stribeck friction: final 1.2e-2 rad',
 }
 AT_THE_BAR = {}  # within a host's last digits of the bar: not strict either way

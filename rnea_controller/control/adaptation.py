@@ -53,7 +53,19 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    0.012, in 0.1 s of a slow deceleration, then 4.56 rad/s and the brake with commands 5 ms
    late; 4x left the geared demo 1e-3 rad off, 2x 2-5e-4). The 0.2 s command blackout
    (test_timing_matrix) no longer swings after: 1 brake, 1.03x the velocity limit (before, 3
-   brakes and 1.89x; a^ of joint3 learnt 0.035 -> 0.19 kg·m² there).
+   brakes and 1.89x; a^ of joint3 learnt 0.035 -> 0.19 kg·m² there). A joint that falls
+   before a^ was measured once (`_falls`: its error beyond STUCK_ERROR and growing, its
+   measured acceleration away from its reference; issue 43) shows a residual against its
+   acceleration, r = Δg M_ii / m, which reads as negative inertia: where the step would take
+   a^ below 0 it is held at 0 and the step is taken by the others (an active set), d^ first.
+   Why: an untold payload on a light wrist fell under feedback of Kp M_ii while the step's
+   gain went to a^, clamped at 0 (UR10 wrist_2, commands late: d^ 0.8 of 4.7 N·m within
+   0.11 s, 1.09x its velocity limit, the brake, 1.9 rad off; now d^ 6.6 N·m on its shoulder
+   by 0.06 s, no brake, 1e-7 rad; the corpus's Jaco2 likewise). Why only then: held at every
+   bound, d^ took what a command delay leaves (delta x the command's rate) as a fast
+   disturbance observer, the delay measurement read 0 ms (test_timing_matrix), and the 0.2 s
+   blackout's mismatch (commands that never acted) swung the hold after it to 1.77x; once a^
+   is measured the step is shared as before.
 4. What is not learnt from (`_estimate`, `_consistent`). A joint whose reference rests while
    its integral may run (no excitation; d^ and the integral, two integrators of one error,
    hunted ±1 N·m on Coulomb friction: friction row final 1.8e-3 -> 8.7e-4 rad); a window
@@ -457,12 +469,12 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         x[a] = theta[a, k] / scales[a, k]
         err -= phi[a] * x[a]
     P, a_old, step = work.P[k], theta[0, k], work.schedule[ESTIMATE]
-    den = lam
-    for a in range(ESTIMATED):
-        Pphi[a] = 0.0
-        for b in range(ESTIMATED):
-            Pphi[a] += P[a, b] * phi[b]
-        den += phi[a] * Pphi[a]
+    den = _gain(P, phi, Pphi, lam)
+    if _falls(work, k, qdd_m) and x[0] + Pphi[0] / den * err * step < 0.0:
+        # a^ held at 0 (no rotor takes inertia away): the others, d^ first, take the step
+        err += phi[0] * x[0]
+        x[0] = phi[0] = 0.0
+        den = _gain(P, phi, Pphi, lam)
     for a in range(ESTIMATED):
         x[a] += Pphi[a] / den * err * step
         for b in range(ESTIMATED):
@@ -478,6 +490,29 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         growth_factor = 1.0 + (growth_factor - 1.0) / BRAKING_GROWTH
     growth = (model.inertia[k] + a_old) * growth_factor
     theta[0, k] = min(theta[0, k], growth - model.inertia[k])
+
+
+@njit(cache=True)
+def _falls(work, k, qdd_m):
+    """Rule 3: controlled joint k falls, before a^ was measured once: its error beyond
+    STUCK_ERROR [rad] and growing, its measured acceleration qdd_m [rad/s²] away from its
+    reference. Its residual then reads as negative inertia (r = Δg M_ii / m against qdd_m),
+    which a^ >= 0 cannot take."""
+    e, ed = work.e[0, k], work.e[1, k]
+    return (work.settled[k] == 0.0 and e * ed > 0.0 and e * qdd_m < 0.0
+            and abs(e) > STUCK_ERROR)
+
+
+@njit(cache=True)
+def _gain(P, phi, Pphi, lam):
+    """Rule 3's RLS gain: Pphi = P phi in place; returns lam + phi' P phi."""
+    den = lam
+    for a in range(ESTIMATED):
+        Pphi[a] = 0.0
+        for b in range(ESTIMATED):
+            Pphi[a] += P[a, b] * phi[b]
+        den += phi[a] * Pphi[a]
+    return den
 
 
 @njit(cache=True)
