@@ -407,9 +407,10 @@ def drawn_cases(count, seed=43):
     truth i mod 4, the timing (i // 2) mod 2, the simulator (i // 4) mod 2 (so that every
     arm, every truth, both timings, both simulators and, with 20 cases or more, every pair
     of them appears), and a seed drawn from `seed` (the truth's figures, the timing's
-    pauses)."""
+    pauses). Drawn over every arm of ARMS, here or not (the draw is the same in a clone
+    without ../shared: the iiwa14's cases are then skipped, the others unchanged)."""
     rng = np.random.default_rng(seed)
-    names = sorted(available_arms())
+    names = sorted(ARMS)
     return [Case(names[i % len(names)], TRUTHS[i % len(TRUTHS)], TIMINGS[(i // 2) % 2],
                  SIMULATORS[(i // 4) % 2], int(rng.integers(1, 10_000))) for i in range(count)]
 

@@ -30,6 +30,9 @@ AT_THE_BAR = {}  # within a host's last digits of the bar: not strict either way
 
 
 def _marked(case):
+    if case.arm not in corpus.available_arms():
+        return pytest.param(case, marks=pytest.mark.skip(
+            reason=f'{case.arm}: its URDF is not here ({corpus.ARMS[case.arm]})'))
     if case.name in MISSES:
         return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=MISSES[case.name]))
     if case.name in AT_THE_BAR:
@@ -46,12 +49,12 @@ def _case(case):
 def _all():
     """{case: (node's Figures, the peer's)} of the draw, two processes."""
     with multiprocessing.get_context('spawn').Pool(2) as pool:
-        return dict(zip(CASES, pool.map(_case, CASES)))
+        here = [case for case in CASES if case.arm in corpus.available_arms()]
+        return dict(zip(here, pool.map(_case, here)))
 
 
 def test_the_draw_covers_every_arm_truth_timing_and_simulator():
-    arms = set(corpus.available_arms())
-    assert {c.arm for c in CASES} == arms
+    assert {c.arm for c in CASES} == set(corpus.ARMS)
     assert {c.truth for c in CASES} == set(corpus.TRUTHS)
     assert {c.timing for c in CASES} == set(corpus.TIMINGS)
     assert {c.simulator for c in CASES} == set(corpus.SIMULATORS)
