@@ -350,9 +350,14 @@ class ControllerNode(LifecycleNode):
                                             clock=self._steady)
 
     def _take_while_inactive(self):
-        """The drain timer's callback: the states queued, taken."""
-        if self._drain is not None:  # else queued before a transition destroyed its timer
-            self.states.take()
+        """The drain timer's callback: the states queued, taken; its period follows an
+        update_rate changed while inactive."""
+        if self._drain is None:  # queued before a transition destroyed its timer
+            return
+        self.states.take()
+        period_ns = round(DRAIN_PERIODS * self.config.period * 1e9)
+        if self._drain.timer_period_ns != period_ns:
+            self._drain.timer_period_ns = period_ns
 
     # --- inputs -------------------------------------------------------------------------
 
