@@ -10,9 +10,11 @@ from `Timing`'s seed:
 - the arm's driver samples a state every step, stamped with ±`jitter` [s] of error, which
   reaches the node `transit` later;
 - the node's process is descheduled for a while (`missed`: the share of ticks that fall in such
-  a pause, `burst`: the longest pause [ticks]); during a pause nothing of the node runs; at its
-  end the node takes the states that queued up, in order, then ticks once (or first:
-  `ticks_first`; an rclpy timer that is late fires once and skips the periods it missed);
+  a pause, `burst`: the longest pause [ticks]); during a pause nothing of the node runs (its
+  states are received at the pause's end); the tick takes the states received by its start,
+  in order, each at its arrival, as the node's tick takes them from the middleware's queue
+  (ros/state_intake.py), then computes once (an rclpy timer that is late fires once and skips
+  the periods it missed);
 - a command published at t acts on the arm from t + `delay` [s] (DDS, the driver, the
   controller_manager's own period) plus an exponential extra of mean `delay_jitter` [s] (in
   order: never before the previous command), the newest one that arrived, held (zero-order);
@@ -22,8 +24,9 @@ from `Timing`'s seed:
   thread starved) while states go on: the commands published meanwhile never act, the arm
   moves on under the last one before (a writer's history of 10 keeps only the newest, and a
   loaded demo's simulator took none for ~0.3 s while the node published at 1 kHz).
-- `ticks_first`: at a pause's end the timer fires before the states that queued up are
-  taken (rclpy's executor runs a ready timer before its subscriptions); else after them.
+- `ticks_first`: at a pause's end the tick runs before the states that queued up are
+  received (the middleware's receive thread, paused with the process, wakes beside the tick),
+  and takes them at the next tick; else they are received first.
 
 A controller under test is an object with `take(q, qd, stamp [s], now [s])` (a state arrives)
 and `tick(now [s]) -> tau or None` (the timer fires): `Node` (the node's tick with a parameter
@@ -159,10 +162,11 @@ class Node:
         return self.timer.timer_period_ns * 1e-9
 
     def take(self, q, qd, stamp, now):
-        self.now = now
+        self.now = now  # the tick takes it later, at this arrival: nothing runs between
         try:
             self.state._take_arrays(q, qd, self.state._model_index(self.state.joint_names),
-                                    'auto', EPOCH_NS + round(stamp * 1e9))
+                                    'auto', EPOCH_NS + round(stamp * 1e9),
+                                    (now, EPOCH_NS + round(now * 1e9)))
         except ValueError as error:
             self.refused += 1
             self.log.append(('refused', str(error)))

@@ -1,17 +1,19 @@
 """The node's inputs, each taken whole or refused whole with the reason: joint states,
 trajectories, wrenches and the robot description.
 
-Joint states arrive serialized, as DDS delivers them. A message with the layout of the last one
-taken in full (its bytes equal that one's everywhere but in the stamp and the numbers: the
-same names, frame id and array lengths, `wire.Layout`) is read in place; any other is
-deserialized by rclpy and taken in full, and its layout, found by rosbags and checked against
-rclpy's reading, serves the next ones. Bytes that do not deserialize are refused with their
-size. A JointState is refused whole if a name appears twice, a name is not valid UTF-8 (rclpy
-turns undecodable bytes into U+FFFD), the position (or a non-empty velocity) array does not
-match the names, a controlled joint is missing, or a model joint's value is not finite. An
-EMPTY velocity array is fine: positions-only drivers exist. A joint of the model that is not
-controlled (a gripper's fingers) may be absent: it enters at its mimic relation (q = multiplier
-· q_leader + offset, qd = multiplier · qd_leader) if it has one, else at q = qd = 0.
+Joint states arrive serialized, as DDS delivers them, each with its arrival (the tick takes
+them from the middleware's queue at their reception time: state_intake.py). A message with the
+layout of the last one taken in full (its bytes equal that one's everywhere but in the stamp
+and the numbers: the same names, frame id and array lengths, `wire.Layout`) is read in place;
+any other is deserialized by rclpy and taken in full, and its layout, found by rosbags and
+checked against rclpy's reading, serves the next ones. Bytes that do not deserialize are
+refused with their size. A JointState is refused whole if a name appears twice, a name is not
+valid UTF-8 (rclpy turns undecodable bytes into U+FFFD), the position (or a non-empty velocity)
+array does not match the names, a controlled joint is missing, or a model joint's value is not
+finite. An EMPTY velocity array is fine: positions-only drivers exist. A joint of the model
+that is not controlled (a gripper's fingers) may be absent: it enters at its mimic relation
+(q = multiplier · q_leader + offset, qd = multiplier · qd_leader) if it has one, else at
+q = qd = 0.
 
 Velocities, by `velocity_source`: 'measured' (the message must carry them), 'estimated' or
 'auto' (measured if present, else estimated): `timing` (control/timing.py) decides at the first
@@ -81,25 +83,28 @@ class JointStateInput:
         self._typestore = wire.default_typestore()
         self._typestore.get_msgdef(JOINT_STATE)  # rosbags compiles its reader here, not later
 
-    def take_serialized(self, raw, velocity_source='auto'):
-        """Take a serialized JointState whole, or raise ValueError saying what is wrong."""
+    def take_serialized(self, raw, velocity_source='auto', arrival=None):
+        """Take a serialized JointState whole, or raise ValueError saying what is wrong.
+        arrival: (on the tick's clock [s], on the stamps' clock [ns]) of a state that arrived
+        before now (taken from the middleware's queue: state_intake.py); None: it arrives now."""
         template = self._template
         if template is not None and template[0].matches(raw):
             layout, mapping, _ = template
             velocity = layout.array(raw, 'velocity') if layout.spans['velocity'][1] else None
             self._take_arrays(layout.array(raw, 'position'), velocity, mapping, velocity_source,
-                              layout.stamp_ns(raw))
+                              layout.stamp_ns(raw), arrival)
             return
         try:
             msg = deserialize_message(raw, JointState)
         except Exception as error:  # noqa: BLE001 - rclpy raises several kinds
             raise ValueError(f'{len(raw)} bytes that do not deserialize as a JointState '
                              f'({type(error).__name__}: {error})') from None
-        self.take(msg, velocity_source)
+        self.take(msg, velocity_source, arrival)
         self._learn(raw, msg)
 
-    def take(self, msg, velocity_source='auto'):
-        """Take a JointState whole, or raise ValueError saying what is wrong with it."""
+    def take(self, msg, velocity_source='auto', arrival=None):
+        """Take a JointState whole, or raise ValueError saying what is wrong with it
+        (arrival: as `take_serialized`'s)."""
         names = msg.name
         if names != self._names:
             check_names(names)
@@ -113,9 +118,10 @@ class JointStateInput:
                              f'{n} names (velocities may also be empty)')
         stamp = msg.header.stamp
         self._take_arrays(position, velocity, self._mapping, velocity_source,
-                          stamp.sec * 1_000_000_000 + stamp.nanosec)
+                          stamp.sec * 1_000_000_000 + stamp.nanosec, arrival)
 
-    def _take_arrays(self, position, velocity, mapping, velocity_source, stamp_ns):
+    def _take_arrays(self, position, velocity, mapping, velocity_source, stamp_ns,
+                     arrival=None):
         index, absent, followed = mapping
         if index is None:  # the names in model order, none absent: read as they are
             q, qd = position, velocity
@@ -135,9 +141,9 @@ class JointStateInput:
         if qd is None and self.timing is not None and self.timing.estimating is False:
             raise ValueError('no velocities in a stream whose velocities are measured '
                              '(a second joint-state publisher?)')
-        now = self._clock()
+        now, wall_ns = (self._clock(), None) if arrival is None else arrival
         self.gate.check(positions, velocities, now, stamp_ns)
-        self._store(q, qd, now, stamp_ns)
+        self._store(q, qd, now, stamp_ns, wall_ns)
         self.gate.taken(positions, velocities, now, stamp_ns)
 
     @property
@@ -202,11 +208,12 @@ class JointStateInput:
         return index, absent, tuple(r for r in self.mimic if r[0] in absent)
 
 
-    def _store(self, q, qd, now, stamp_ns):
-        """Write a checked state: q, the velocity in use (measured, estimated or none)."""
+    def _store(self, q, qd, now, stamp_ns, wall_ns=None):
+        """Write a checked state: q, the velocity in use (measured, estimated or none).
+        now, wall_ns: its arrival on the tick's clock [s] and the stamps' [ns] (None: now)."""
         if self.timing is not None:
             qd = self.timing.on_state(q, NO_VELOCITY if qd is None else qd, stamp_ns,
-                                      self._wall_ns(), now)
+                                      self._wall_ns() if wall_ns is None else wall_ns, now)
         self.q[:] = q
         self.qd[:] = 0.0 if qd is None else qd
         self.measured_velocity = self.timing is not None and not self.timing.estimating

@@ -170,11 +170,12 @@ class ControlLoop:
 
     def _seen(self, cfg, state, t_start, tick_gap):
         """The arrival [s] by which the modes judge the state's age (None: no valid state):
-        its own, moved on by how long this loop itself did not run beyond a period. A node the
-        host paused (tens of ms on a busy stock kernel) wakes with its timer first: rclpy's
-        executor runs a ready timer before the subscriptions, so the states that came meanwhile
-        are still queued, and the newest one taken is as old as the pause. That is not a
-        stream gone stale; the next tick, after they are taken, judges it (a loaded demo went
+        its own, moved on by how long this loop itself did not run beyond a period. A process
+        the host paused (tens of ms on a busy stock kernel) wakes its tick beside the
+        middleware's receive thread, paused with it: the tick takes the states received so far
+        (state_intake.py), and those that waited in the transport are received beside it or
+        after it, so the newest state this tick has can be as old as the pause. That is not a
+        stream gone stale; the next tick, with them taken, judges it (a loaded demo went
         'stale: stopping' and dropped its trajectory with the simulator publishing on time).
         A pause over RECOVER_PAUSE also starts the gentle return (RECOVER_*, `_control`).
         tick_gap [s]: since the previous tick's start (None: the first tick)."""

@@ -9,12 +9,13 @@ node was configured (a later change takes effect at the next configure). This fi
 lifecycle, the set-up, the inputs' callbacks and parameter changes. The other pieces, one per
 module: loop.py (the tick and its timing), control/modes.py (the modes and their transitions:
 stale states, braking, law failure), inputs.py (joint states, trajectories, wrench,
-description), outputs.py (command, reference, diagnostics publishers), parameters.py
-(declarations from the table, change rules), diagnostics.py, realtime.py (executor, priority,
-affinity, signals, timer callbacks), effort_check.py (the effort controller's `joints`,
-checked on activation), trajectory_intake.py, action_server.py and parameters.py's
-ParameterServices (their own threads);
-main.py is the program.
+description), state_intake.py (the joint states' subscription, which no executor serves: the
+tick takes the states queued at its start, a slow timer while inactive), outputs.py (command,
+reference, diagnostics publishers), parameters.py (declarations from the table, change rules),
+diagnostics.py, realtime.py (executor, priority, affinity, signals, timer callbacks),
+effort_check.py (the effort controller's `joints`, checked on activation),
+trajectory_intake.py, action_server.py and parameters.py's ParameterServices (their own
+threads); main.py is the program.
 
 Modes (diagnostics 'mode'): the lifecycle's 'unconfigured' and 'inactive'; while active the
 loop's (control/modes.py): 'waiting for joint states', 'hold', 'tracking', 'braking:
@@ -36,7 +37,6 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from rnea_controller import warm
@@ -57,6 +57,7 @@ from rnea_controller.ros.action_server import TrajectoryActionServer
 from rnea_controller.ros.effort_check import EffortControllerCheck
 from rnea_controller.ros.loop import ControlLoop
 from rnea_controller.ros.outputs import Outputs
+from rnea_controller.ros.state_intake import DRAIN_PERIODS, StateIntake
 from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 
 NODE_NAME = 'rnea_controller'
@@ -84,6 +85,7 @@ class ControllerNode(LifecycleNode):
         self._kernels_logged = False
         self._urdf_from_topic, self._base_model = None, None
         self._input_subscriptions, self.outputs = [], None
+        self.states, self._drain = None, None  # StateIntake; its timer while inactive
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
@@ -94,6 +96,9 @@ class ControllerNode(LifecycleNode):
 
     def destroy_node(self):
         self.parameter_services.destroy()
+        if self.states is not None:
+            self.states.destroy()
+            self.states = None
         super().destroy_node()
 
     @property
@@ -142,6 +147,7 @@ class ControllerNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._allocate(self.config)
         self.intake = TrajectoryIntake(self)
+        self._drain_states()
         self._lifecycle = 'inactive'
         self.get_logger().info(f'configured: {self.config.law} on {", ".join(self.config.joints)}'
                                f' at {self.config.update_rate:g} Hz')
@@ -154,6 +160,7 @@ class ControllerNode(LifecycleNode):
         if mismatch:
             self.get_logger().error(f'activation refused: {mismatch}')
             return TransitionCallbackReturn.FAILURE
+        self._drain_states(False)  # the tick takes them from its first on
         self.controller.reset()
         self._timer = self.create_timer(self.config.period, realtime.timer_callback(self._tick),
                                         clock=self._steady)
@@ -194,6 +201,7 @@ class ControllerNode(LifecycleNode):
     def on_deactivate(self, state):
         self._stop_loop()
         self.loop = None
+        self._drain_states()
         self._lifecycle = 'inactive'
         return TransitionCallbackReturn.SUCCESS
 
@@ -209,7 +217,10 @@ class ControllerNode(LifecycleNode):
             self.outputs.destroy()
         for subscription in self._input_subscriptions:
             self.destroy_subscription(subscription)
-        self._input_subscriptions, self.outputs = [], None
+        self._drain_states(False)
+        if self.states is not None:
+            self.states.destroy()
+        self._input_subscriptions, self.outputs, self.states = [], None, None
         if self.effort_check is not None and self.intake is None:  # a failed configure's
             self.effort_check.close()
             self.effort_check = None
@@ -244,6 +255,7 @@ class ControllerNode(LifecycleNode):
         refusal = self.effort_check.refusal
         if self._pending is not None and refusal is None:
             self._swap_pending()
+        self.states.take()  # the states queued since the last tick, in order (state_intake.py)
         self.loop.tick(self.config, self.state, wrench=self._wrench(), refusal=refusal)
 
     def _swap_pending(self):
@@ -276,6 +288,7 @@ class ControllerNode(LifecycleNode):
         self.destroy_timer(self._sources_timer)
         self._timer = None
         self._swap_pending()
+        self.states.take()  # the final command at the newest state
         if self.state.valid and self.effort_check.refusal is None:
             cfg = self.config
             tau = (self.controller.gravity_hold(cfg, self.state.q, rate_limited=False)
@@ -318,23 +331,42 @@ class ControllerNode(LifecycleNode):
         self.stats = LoopStats()
 
     def _create_entities(self, joints):
-        state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         value = self.get_parameter
         self.outputs = Outputs(self, value('command_topic').value, joints)
+        self.states = StateIntake(self, value('joint_states_topic').value, self._on_joint_states)
         self._input_subscriptions = [
-            self.create_subscription(JointState, value('joint_states_topic').value,
-                                     self._on_joint_states, state_qos, raw=True),
             self.create_subscription(WrenchStamped, '~/external_wrench', self._on_wrench, 10)]
+
+    def _drain_states(self, inactive=True):
+        """While configured and inactive (no tick), a timer takes the states every
+        DRAIN_PERIODS periods (state_intake.py); `inactive=False`: no more (the tick takes them,
+        or the subscription goes)."""
+        if self._drain is not None:
+            self.destroy_timer(self._drain)
+            self._drain = None
+        if inactive:
+            self._drain = self.create_timer(DRAIN_PERIODS * self.config.period,
+                                            realtime.timer_callback(self._take_while_inactive),
+                                            clock=self._steady)
+
+    def _take_while_inactive(self):
+        """The drain timer's callback: the states queued, taken; its period follows an
+        update_rate changed while inactive."""
+        if self._drain is None:  # queued before a transition destroyed its timer
+            return
+        self.states.take()
+        period_ns = round(DRAIN_PERIODS * self.config.period * 1e9)
+        if self._drain.timer_period_ns != period_ns:
+            self._drain.timer_period_ns = period_ns
 
     # --- inputs -------------------------------------------------------------------------
 
-    def _on_joint_states(self, raw):
-        """A serialized JointState, taken whole or refused whole (inputs.JointStateInput)."""
-        if self.config is None:  # queued before a cleanup destroyed the subscription
-            return
+    def _on_joint_states(self, raw, arrival):
+        """A serialized JointState, taken whole or refused whole (inputs.JointStateInput);
+        arrival: (on the tick's clock [s], on the stamps' clock [ns])."""
         self.states_received += 1
         try:
-            self.state.take_serialized(raw, self.config.values['velocity_source'])
+            self.state.take_serialized(raw, self.config.values['velocity_source'], arrival)
         except ValueError as error:
             return self._reject('joint_states', error)
         timing = self.state.timing
@@ -354,7 +386,7 @@ class ControllerNode(LifecycleNode):
         tick, the offset at the next 1 Hz status."""
         if self.loop is None:  # queued before the loop stopped
             return
-        topic = self._input_subscriptions[0].topic_name
+        topic = self.states.topic
         sources = None
         if self.count_publishers(topic) > 1:
             names = sorted(f'{i.node_namespace.rstrip("/")}/{i.node_name}'
