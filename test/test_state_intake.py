@@ -13,17 +13,13 @@ import pytest
 import rclpy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from test_node import JOINTS, LIMITS, PIN, PIN_DATA  # the bundled arm and its oracle
 
-from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller import default_urdf_path
 from rnea_controller.ros.realtime import BackgroundSpinner
 
 pytestmark = pytest.mark.integration
 
-MODEL = RobotModel.from_urdf_file(default_urdf_path())
-JOINTS = list(MODEL.joint_names)
-LIMITS = MODEL.effort_limits
-PIN = pin.buildModelFromUrdf(str(default_urdf_path()))
-PIN_DATA = PIN.createData()
 RATE = 50.0  # [Hz] of the states: a few dozen a phase, every one of them counted
 STEP = 1e-5  # [rad] each state's positions move by this from the previous one
 PARAMS = """/**:
