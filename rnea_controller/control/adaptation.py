@@ -130,6 +130,17 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    UR10 wrist of 0.01 kg·m² under 1.7 N·m of friction gathered 0.08 N·m in 1.5 s and ended
    3.9 mrad off), at most what crosses that band in BAND_DELAYS x the loop's lateness (the
    corpus's quick draw: 13 of 20 at the bar before, 17 so, 15 uncapped: stick-slip).
+   A crossing of the goal at rest (`_crossed`; rule 8's hunt sides, beyond HUNT_AMPLITUDE)
+   takes out of the integral the friction it was overcoming, the estimated friction at the
+   crossing's velocity (b^ qd + c^ tanh(qd / w)), never past 0 (a reset integrator, Clegg's,
+   to the torque that holds the joint rather than to 0). Why: the integral that carried a
+   joint through its friction band is, at the goal, a torque that keeps it sliding: a joint
+   in its friction band is a damper of slope c / w, and an integral on a damper is an
+   undamped oscillator; the UR10's wrist_3 under a smooth friction crossed its goal at 16
+   mrad/s with 1.4 N·m stored and slid 5.8 mrad past it (PD stiffness 4 N·m/rad), the xArm7's
+   joint7 stick-slipped ±4.3 mrad (issue 43's corpus: 146 of 160 cases at the bar before, 150
+   so). To 0 instead, a joint whose integral held a bias (a gravity error) fell back at each
+   crossing (the SO-100's elbow: a ±2.5 mrad cycle).
 8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
    through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
    m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
@@ -164,6 +175,8 @@ the stuck-joint growth. Ones are the law as measured above, bit for bit.
 `reset` clears it all (activation, stale stop, contact); `clear_integral` clears the
 integral and restarts the window (a gravity hold is not the law's command).
 """
+import math
+
 from numba import njit
 import numpy as np
 
@@ -596,8 +609,11 @@ def _calm(model, work, qd, ref):
     beta = model.dt / CHATTER_TIME
     swing = work.swing
     for k in range(model.index.shape[0]):
+        side = swing[7, k]
         if _hunts(swing, k, work.e[0, k], _resting(ref, k), model.dt / HUNT_TIME):
             work.theta[3, k] *= 0.5  # c^'s slope in e is the spring it hunts on
+        if _resting(ref, k) and side != 0.0 and swing[7, k] != side:
+            _crossed(model, work, k, qd[model.index[k]])
         chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
         vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, 1.0 / model.velocity[k],
                            VIBRATION)
@@ -608,6 +624,17 @@ def _calm(model, work, qd, ref):
             work.P[k, 0, 0] = GAIN
             swing[0, k] = swing[1, k] = swing[3, k] = swing[4, k] = 0.0
             work.calmed[k] += 1.0
+
+
+@njit(cache=True)
+def _crossed(model, work, k, v):
+    """Rule 7's reset: joint k crossed its goal at rest at velocity v [rad/s]; the integral,
+    if it drove that way, loses the estimated friction at v (b^ v + c^ tanh(v / w)), at most
+    down to 0."""
+    integral = work.integral[k]
+    if integral * v > 0.0:
+        f = work.theta[1, k] * v + max(work.theta[3, k], 0.0) * math.tanh(v / model.width)
+        work.integral[k] = math.copysign(max(abs(integral) - abs(f), 0.0), integral)
 
 
 @njit(cache=True)
