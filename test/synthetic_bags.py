@@ -13,7 +13,7 @@ Run (rate 1 kHz by default, stamps t_k = T0 + k / rate):
               [saturate[1], saturate[1] + saturate[2]) s
     gap:    no reference, joint state or command in [gap[0], gap[0] + gap[1]) s
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from heapq import merge
 from itertools import repeat
 from pathlib import Path
@@ -213,7 +213,6 @@ def _serialized(store, msgtype, message, fields):
 
 def _probe_message(message, fields, probe):
     """`message` with the probe's numbers in the fields of `_joint_states` or `_arrays`."""
-    from dataclasses import replace
     if len(fields) == 1:  # Float64MultiArray
         return replace(message, data=probe[0][0])
     stamp = replace(message.header.stamp, sec=int(probe[0][0, 0]), nanosec=int(probe[1][0, 0]))
