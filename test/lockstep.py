@@ -38,8 +38,9 @@ def lockstep(plant, command, reference, steps, delay=0, lead=0.0, log=None, arri
         applied = plant.step(pending.pop(0))
         if log is not None:
             log.append((k, q, qd, applied.copy()))
-        errors[k] = reference.sample(t + dt)[0] - plant.q
-        fastest = np.maximum(fastest, np.abs(plant.qd))
-        if not np.all(np.isfinite(plant.q)) or np.max(fastest) > 1000.0:
+        q_after, qd_after = plant.q, plant.qd
+        errors[k] = reference.sample(t + dt)[0] - q_after
+        fastest = np.maximum(fastest, np.abs(qd_after))
+        if not np.isfinite(q_after).all() or fastest.max() > 1000.0:
             break
     return errors, fastest

@@ -9,6 +9,7 @@ dynamics; the real node starts with every file identify writes.
 """
 import json
 from pathlib import Path
+import signal
 import subprocess
 import tempfile
 import warnings
@@ -31,7 +32,7 @@ from rnea_controller.analysis.identify import (
     parameters_yaml,
     pseudo_inertia,
 )
-from rnea_controller.analysis.validate import validate_bag
+from rnea_controller.analysis.validate import main, validate_bag
 from rnea_controller.control.law import Controller, validate_parameters
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.dynamics.regressor import (
@@ -358,32 +359,54 @@ def test_parameters_file_is_read_by_rclpy_with_the_node_names(moving):
     validate_parameters(values, MODEL)
 
 
-def test_cli_identify_with_a_holdout_bag_and_the_previous_file(moving, tmp_path):
+def test_cli_identify_with_a_holdout_bag_and_the_previous_file(moving, tmp_path, capsys):
     """rnea-validate BAG --identify --holdout BAG2 --params-file FILE: the file is the prior
-    (its payload-bearing body included), the held-out check uses the second motion."""
+    (its payload-bearing body included), the held-out check uses the second motion. (The
+    program's main() in this process: the options are what is tested; a real process of
+    rnea-validate --identify is test_a_cut_short_excitation_writes_no_file_and_retires_the_
+    old_one's.)"""
     result, bag = moving
     _, q, qd, qdd = motion(MODEL.n, 8.0, seed=5)
     second = _write(tmp_path / 'second', q, qd, qdd, seed=3)
-    out = subprocess.run([console_script('rnea-validate'), str(second), '--identify',
-                          '--holdout', str(bag), '--params-file',
+    code = validate_main([str(second), '--identify', '--holdout', str(bag), '--params-file',
                           str(result.files['parameters']), '-o', str(tmp_path / 'cli'),
-                          '--no-plots', '--no-progress'], capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert 'held-out relative torque RMS (second bag)' in out.stdout
+                          '--no-plots', '--no-progress'])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert 'held-out relative torque RMS (second bag)' in out.out
     values = parameters_from_file(tmp_path / 'cli' / 'identified_parameters.yaml')
     validate_parameters(values, MODEL)
     assert f'links.{LINK}.mass' in values
 
 
-def test_a_motion_exciting_nothing_leaves_the_urdf(tmp_path):
+def validate_main(argv):
+    """rnea-validate's main(argv) in this process (its exit status); the SIGINT and SIGTERM
+    handlers it installs (`interrupt_once`) are pytest's again after."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return main(argv)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+@pytest.fixture(scope='module')
+def still(tmp_path_factory):
+    """The arm held still for 3 s, validated with --identify (the payload link LINK, the
+    default: the last joint's)."""
+    q = np.tile([0.3, -1.2, 1.2, -1.0, 1.2, 0.4], (3000, 1))
+    zeros = np.zeros_like(q)
+    root = tmp_path_factory.mktemp('still')
+    bag = _write(root / 'still', q, zeros, zeros)
+    return validate_bag(bag, root / 'out', progress=False, plots=False, identify=True,
+                        payload_link=LINK)
+
+
+def test_a_motion_exciting_nothing_leaves_the_urdf(still):
     """The arm held still: every row counts, so its gravity torques are seen (the rank is
     theirs), but no joint slides: the check names every joint, no file is written, and the
     report says how to record a motion that sees more."""
-    q = np.tile([0.3, -1.2, 1.2, -1.0, 1.2, 0.4], (3000, 1))
-    zeros = np.zeros_like(q)
-    bag = _write(tmp_path / 'still', q, zeros, zeros)
-    result = validate_bag(bag, tmp_path / 'out', progress=False, plots=False, identify=True)
+    result = still
     ident = result.report['identification']
     assert ident['rank'] > 0
     assert 'parameters' not in result.files and not result.passed
@@ -469,28 +492,25 @@ def _one_joint(q, qd, qdd, j):
 
 
 @pytest.mark.integration
-def test_the_node_starts_with_every_file_identify_writes(tmp_path):
+def test_the_node_starts_with_every_file_identify_writes(moving, still, tmp_path):
     """Issue 23: `rnea-validate --identify`, then `--params-file` always ends with a running
     controller, whatever the motion excited: since issue 36 a motion that excites too little
-    (held still, one joint) writes no file at all, and the file of the one that does is
-    validated, then the real node (under its own namespace) must reach 'active' with it; a
-    links.<link> of a link the model does not move (another arm's file), which rclpy would
-    ignore, is refused."""
+    (held still, one joint) writes no file at all, and the file of the one that does (the
+    30-s `moving` bag's, with the payload) is validated, then the real node (under its own
+    namespace) must reach 'active' with it; a links.<link> of a link the model does not move
+    (another arm's file), which rclpy would ignore, is refused."""
     _, q, qd, qdd = motion(MODEL.n, 12.0, seed=1)
-    held = np.tile([0.3, -1.2, 1.2, -1.0, 1.2, 0.4], (3000, 1))
-    runs = {'moving': (q, qd, qdd, {}), 'held still': (held, 0 * held, 0 * held, {}),
-            'pan only': (*_one_joint(q, qd, qdd, 0), {}),
+    runs = {'pan only': (*_one_joint(q, qd, qdd, 0), {}),
             'last joint only, no payload': (*_one_joint(q, qd, qdd, 5), {'mass': 0.0})}
-    files = {}
+    results = {'held still': still}
     for name, (q_, qd_, qdd_, kw) in runs.items():
         bag = _write(tmp_path / name.replace(' ', '_').replace(',', ''), q_, qd_, qdd_, **kw)
-        result = validate_bag(bag, tmp_path / f'{bag.name}_out', progress=False, plots=False,
-                              identify=True, payload_link=LINK)
-        if name != 'moving':  # issue 36: a fit that fails its checks writes no file
-            assert 'parameters' not in result.files and not result.passed, name
-            continue
-        files[name] = result.files['parameters']
-        validate_parameters(parameters_from_file(files[name]), MODEL)
+        results[name] = validate_bag(bag, tmp_path / f'{bag.name}_out', progress=False,
+                                     plots=False, identify=True, payload_link=LINK)
+    for name, result in results.items():  # issue 36: a fit that fails its checks: no file
+        assert 'parameters' not in result.files and not result.passed, name
+    files = {'moving': moving[0].files['parameters']}
+    validate_parameters(parameters_from_file(files['moving']), MODEL)
     assert 'links' in files['moving'].read_text()
     procs = Processes(tmp_path)
     try:

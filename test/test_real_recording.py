@@ -92,12 +92,19 @@ def comparison(result, model, rows, urdf):
         'published': published_torque(model, urdf)}, JOINTS)
 
 
-def test_the_recording_is_as_published(model):
+@pytest.fixture(scope='module')
+def states():
+    """The recording's joint states (the arm's joints), read once: it is one chunk."""
+    with BagReader(BAG) as bag:
+        chunks = list(bag.stream({'/joint_states': ('joint_state', JOINTS)}, 30000))
+    assert len(chunks) == 1
+    return chunks[0][1]
+
+
+def test_the_recording_is_as_published(states):
     """20544 samples over 21 s, stamps irregular (0.7-8.8 ms), torques up to 38 N·m."""
     with BagReader(BAG) as bag:
         assert bag.topics == {'/joint_states': ('sensor_msgs/msg/JointState', 20544)}
-        chunks = list(bag.stream({'/joint_states': ('joint_state', JOINTS)}, 30000))
-    states = chunks[0][1]
     steps = np.diff(states.stamps) * 1e-9
     assert steps.min() == pytest.approx(0.7e-3, abs=1e-6)
     assert steps.max() == pytest.approx(8.81e-3, abs=1e-6)
@@ -239,12 +246,10 @@ def test_the_bodies_are_plausible(result, urdf, model):
     assert 'more at panda_link7 than the torques show' in result.table()
 
 
-def test_the_excitation_repeats():
+def test_the_excitation_repeats(states):
     """The motion repeats every 2π / ω_f = 13.3 s (RMS of q(t + T) - q(t) 36 mrad against
     1.2 rad half a period apart): the tool's held-out block 14-16 s replays 0.7-2.7 s of the
     fit, and 4-6 s is replayed at 17.3-19.3 s."""
-    with BagReader(BAG) as bag:
-        (_, states), = bag.stream({'/joint_states': ('joint_state', JOINTS)}, 30000)
     t = (states.stamps - states.stamps[0]) * 1e-9
     grid = np.arange(0.0, t[-1] - PERIOD, 0.01)
     q = [np.column_stack([np.interp(grid + lag, t, states.position[:, j]) for j in range(7)])
@@ -254,11 +259,9 @@ def test_the_excitation_repeats():
 
 
 @pytest.fixture(scope='module')
-def unreplayed(urdf, tmp_path_factory):
+def unreplayed(urdf, states, tmp_path_factory):
     """(the validation of the excitation without the motion of 4-6 s in either period, the
     bag of that motion: 4-6 s and 17.3-19.3 s), identified with the latter as --holdout."""
-    with BagReader(BAG) as bag:
-        (_, states), = bag.stream({'/joint_states': ('joint_state', JOINTS)}, 30000)
     phase = ((states.stamps - states.stamps[0]) * 1e-9) % PERIOD
     held = (phase >= 4.0) & (phase < 6.0)
     root = tmp_path_factory.mktemp('unreplayed')
@@ -321,12 +324,10 @@ def test_heldout_motion_the_fit_never_saw(unreplayed, urdf, model):
     assert result.table().count("faster than 99 % of the fit's") == 2
 
 
-def test_without_velocities_they_are_derived(tmp_path, urdf, model):
+def test_without_velocities_they_are_derived(tmp_path, urdf, states):
     """The same recording without velocities (as many drivers publish): derived from the
     positions on the stamps, the identification still predicts every joint's held-out torque
     better than the URDF (less well than with the robot's velocities: docs/validation.md)."""
-    with BagReader(BAG) as bag:
-        (_, states), = bag.stream({'/joint_states': ('joint_state', JOINTS)}, 30000)
     bag = write_bag(tmp_path / 'positions_only', joint_states=JointStateSeries(
         states.stamps, tuple(JOINTS), states.position, None, states.effort))
     bare = validate_bag(bag, tmp_path / 'out', urdf_path=urdf, identify=True,

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from conftest import console_script, Processes, wait_for
+import numpy as np
 import pytest
 
 import rnea_controller
@@ -159,3 +160,20 @@ def test_the_node_loads_its_kernels_without_scipy():
         'import scipy.linalg\n'
         'print(json.dumps([found, callable(scipy.linalg.eigh)]))\n')
     assert json.loads(out.splitlines()[-1]) == [[], True]
+
+
+def test_a_file_of_identified_links_types_the_law_as_the_warmed_one():
+    """`links.<link>.*` (the file `rnea-validate --identify` writes) replace bodies of the model:
+    its law's record has numba's type of the default's (every array read-only, as the URDF
+    reader makes them), so the node started with that file loads the kernels the install
+    step compiled (before, a writable inertia array compiled the law anew: ~30 s)."""
+    import numba
+
+    from rnea_controller import RobotModel
+    from rnea_controller.control.law import validate_parameters
+    model = RobotModel.from_urdf_file(default_urdf_path())
+    links = {'links.forearm_link.mass': 2.0, 'links.forearm_link.com': [0.0, 0.0, 0.2],
+             'links.forearm_link.inertia': [0.03, 0.0, 0.0, 0.03, 0.0, 0.004]}
+    default, identified = (validate_parameters(values, model) for values in ({}, links))
+    assert not np.array_equal(identified.model.inertias, default.model.inertias)
+    assert numba.typeof(identified.law_model) == numba.typeof(default.law_model)

@@ -124,6 +124,10 @@ class Smoother:
 def _local_polynomial(x, order):
     """Least-squares weights (K, order + 1, w): the coefficients of the polynomial of degree
     `order` fitted to each window's samples at abscissae x (K, w) are weights @ values.
-    Savitzky-Golay's on evenly spaced samples; the same fit on the stamps as they are."""
+    Savitzky-Golay's on evenly spaced samples; the same fit on the stamps as they are. Windows
+    whose abscissae are all the first's (evenly spaced stamps) share its weights, solved once.
+    """
+    if len(x) > 1 and np.array_equal(x, np.broadcast_to(x[0], x.shape)):
+        return np.broadcast_to(_local_polynomial(x[:1], order), (len(x), order + 1, x.shape[1]))
     V = x[..., None] ** np.arange(order + 1)  # (K, w, order + 1)
     return np.linalg.solve(np.swapaxes(V, 1, 2) @ V, np.swapaxes(V, 1, 2))

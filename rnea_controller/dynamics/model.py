@@ -95,6 +95,13 @@ class RobotModel:
         for name in ('armature', 'damping', 'friction'):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, _frozen(np.zeros(self.n)))
+        # every array read-only, also one given to `dataclasses.replace` (a model of identified
+        # links): numba types a read-only array apart from a writable one, and the kernels the
+        # cache holds (`rnea_controller.warm`) take the read-only one; a writable array would
+        # compile the law anew at the node's start (~30 s)
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                object.__setattr__(self, name, _frozen(value, value.dtype))
 
     @property
     def n(self) -> int:

@@ -386,8 +386,8 @@ class Plant:
         tau = self._vector(tau, 'tau')
         g = self.gravity(self.data.qpos) if self.compensates_gravity else 0.0
         total = tau + g
-        if self.clamp_effort:
-            total = np.clip(total, -self.effort_limits, self.effort_limits)
+        if self.clamp_effort:  # np.clip's, without its Python layers (~3 us a step)
+            total = np.minimum(np.maximum(total, -self.effort_limits), self.effort_limits)
         self.applied = total - g
         self.data.qfrc_applied[:] = total + self.external
         mujoco.mj_step(self.model, self.data)
@@ -426,7 +426,7 @@ class Plant:
         if array.shape != (self.n,):
             raise DimensionError(f'{what} has {array.size} values, but the plant has {self.n} '
                                  f'joints {list(self.joint_names)}')
-        if not np.all(np.isfinite(array)):
+        if not np.isfinite(array).all():
             raise DimensionError(f'{what} has non-finite values: {array.tolist()}')
         return array
 
