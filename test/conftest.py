@@ -80,7 +80,13 @@ class Processes:
     def start(self, args, name=None, env=None):
         """Start `args` with this environment plus `env`, its output into a log file."""
         name = name or Path(args[0]).name
-        log = open(self.tmp_path / f'{name}-{len(self.procs)}.log', 'w+')
+        path = self.tmp_path / f'{name}-{len(self.procs)}.log'
+        path.unlink(missing_ok=True)  # a fresh file: another Processes of this test may hold one
+        # for appending (O_APPEND): the process shares this file's offset, which `output` moves
+        # to read; without it a write between `output`'s seek(0) and the end of its read landed
+        # there, over the log's earlier lines (test_harness; a test_warm run lost its 'numba
+        # kernels:' line so, and waited for it in vain)
+        log = open(path, 'a+')
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, **(env or {})), start_new_session=True)
         proc.log = log
