@@ -32,10 +32,20 @@ The install step also byte-compiles the package (`byte_compile`, Python's `__pyc
 an install whose folder the node cannot write, or a process run with PYTHONDONTWRITEBYTECODE,
 otherwise compiles every module of the package from source at each start (0.1-0.25 s of the
 node's first command on a loaded 2-core host, issue 35).
+
+Stale kernels: numba keys a kernel's cache entry by its own source file only, so an edit of a
+module it calls (law.py's `_law` inlines adaptation.py, friction.py and rnea_kernel.py) leaves
+the entry valid and the old code loaded, silently (`colcon build` after a pull: the install
+tree's kernels stayed those of the sources before). The install step therefore first deletes
+the package's compiled kernels whenever any of its sources changed since they were made
+(`clear_stale`: a hash of the sources, kept beside them in `__pycache__`), as `./run` does by
+its own stamp; the tests' conftest does the same for the package they import (`colcon test`
+runs them on the source tree, whose cache the tests themselves fill).
 """
 import argparse
 import compileall
 import glob
+import hashlib
 import importlib
 import inspect
 import json
@@ -45,6 +55,7 @@ import shutil
 import sys
 import time
 
+from numba import __version__ as numba_version
 from numba.core.dispatcher import Dispatcher
 import numpy as np
 
@@ -55,6 +66,44 @@ KERNEL_MODULES = ('rnea_controller.dynamics.rnea_kernel', 'rnea_controller.contr
                   'rnea_controller.control.contact', 'rnea_controller.control.goal',
                   'rnea_controller.control.trajectory', 'rnea_controller.control.timing',
                   'rnea_controller.control.loop_stats', 'rnea_controller.control.records')
+
+
+PACKAGE = Path(__file__).resolve().parent
+SOURCES_KEY = Path('__pycache__') / 'numba-kernels.key'  # in the package's folder
+
+
+def sources_key(package=PACKAGE) -> str:
+    """A hash of every module of the package (path and content) and of numba's version: what
+    the package's compiled kernels were made from."""
+    digest = hashlib.sha256(f'numba {numba_version}\n'.encode())
+    for path in sorted(package.rglob('*.py')):
+        digest.update(path.relative_to(package).as_posix().encode() + b'\0')
+        digest.update(path.read_bytes() + b'\0')
+    return digest.hexdigest()
+
+
+def clear_stale(package=PACKAGE) -> int:
+    """Delete the package's compiled kernels (numba's *.nbi and *.nbc files in its folders)
+    unless they were made from its present sources (module doc, Stale kernels), and note the
+    sources they are made from from now on. Returns the number of files deleted; 0 where the
+    folder cannot be written (numba caches elsewhere then, seed_user_cache)."""
+    key = sources_key(package)
+    stamp = package / SOURCES_KEY
+    try:
+        if stamp.read_text() == key:
+            return 0
+    except OSError:  # no stamp yet: kernels of unknown sources
+        pass
+    deleted = 0
+    try:
+        for path in [*package.rglob('*.nbi'), *package.rglob('*.nbc')]:
+            path.unlink(missing_ok=True)
+            deleted += 1
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.write_text(key)
+    except OSError:  # a read-only install: its owner's install step cleared it
+        pass
+    return deleted
 
 
 def kernels() -> dict:
@@ -184,6 +233,7 @@ def main(argv=None):
     parser.add_argument('--json', metavar='FILE', help='write the cache report there')
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    stale = clear_stale()
     seeded = seed_user_cache()
     byte_compile()
     report = warm()
@@ -192,6 +242,8 @@ def main(argv=None):
                       if getattr(k, '_cache', None) is not None and k.signatures})
     print(f'rnea_controller.warm: {compiled} kernels compiled, {loaded} loaded from the cache'
           + (f' ({seeded} files copied from the install)' if seeded else '')
+          + (f' ({stale} files of kernels compiled from other sources deleted first)'
+             if stale else '')
           + f' in {time.perf_counter() - start:.1f} s; cache: {", ".join(folders)}')
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

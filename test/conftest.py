@@ -13,8 +13,18 @@ import time
 
 import pytest
 
+from rnea_controller import warm
 from rnea_controller.analysis.identify import flatten  # noqa: F401 - the tests' reader of a parameters YAML
 from rnea_controller.tools.programs import find_program, ProgramNotFoundError
+
+# The kernels the tests load are the present sources': numba keys a kernel's cache entry by its
+# own file, so after an edit of a module it calls the old code would load (warm.py, Stale
+# kernels). `./run` renews the cache before the tests; `colcon test` runs them on the source
+# tree, whose cache only the tests fill: a stale one is deleted, then made anew (where the
+# programs the tests start import this tree, as ./run's editable install, they would otherwise
+# compile at start, ~40 s).
+if warm.clear_stale():
+    warm.warm()
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
@@ -70,7 +80,13 @@ class Processes:
     def start(self, args, name=None, env=None):
         """Start `args` with this environment plus `env`, its output into a log file."""
         name = name or Path(args[0]).name
-        log = open(self.tmp_path / f'{name}-{len(self.procs)}.log', 'w+')
+        path = self.tmp_path / f'{name}-{len(self.procs)}.log'
+        path.unlink(missing_ok=True)  # a fresh file: another Processes of this test may hold one
+        # for appending (O_APPEND): the process shares this file's offset, which `output` moves
+        # to read; without it a write between `output`'s seek(0) and the end of its read landed
+        # there, over the log's earlier lines (test_harness; a test_warm run lost its 'numba
+        # kernels:' line so, and waited for it in vain)
+        log = open(path, 'a+')
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, **(env or {})), start_new_session=True)
         proc.log = log

@@ -89,6 +89,42 @@ def test_after_the_install_step_the_node_compiles_nothing(tmp_path):
         assert set(signatures.split(' | ')) <= set(made[name]['signatures']), name
 
 
+def test_an_edit_of_a_module_a_kernel_calls_renews_the_compiled_kernels(tmp_path):
+    """numba keys a kernel's cache entry by its own file: after an edit of a module it calls it
+    loads the old code (law.py's _law inlines adaptation.py: `colcon build` after a pull left
+    the install tree's _law without adaptation's new rule, 0 compiled). `clear_stale`, the
+    install step's first act, deletes the kernels made from other sources; an unchanged
+    package keeps them, and Python's bytecode is never touched."""
+    package = tmp_path / 'toy'
+    package.mkdir()
+    (package / 'callee.py').write_text('from numba import njit\n\n\n@njit(cache=True)\n'
+                                       'def g(x):\n    return x + 1\n')
+    (package / 'caller.py').write_text('from numba import njit\n\nfrom toy import callee\n\n\n'
+                                       '@njit(cache=True)\ndef f(x):\n'
+                                       '    return callee.g(x) * 10\n')
+
+    def f_of_1():
+        done = subprocess.run([sys.executable, '-c', 'from toy import caller; print(caller.f(1))'],
+                              capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+        assert done.returncode == 0, done.stderr[-3000:]
+        return int(done.stdout)
+
+    assert warm.clear_stale(package) == 0  # nothing compiled yet; the sources noted
+    assert f_of_1() == 20
+    kernels = sorted(p.name for p in package.rglob('*.nb[ic]'))
+    assert any(name.startswith('caller.f-') for name in kernels), kernels
+    assert warm.clear_stale(package) == 0  # unchanged sources: the kernels stay
+    assert sorted(p.name for p in package.rglob('*.nb[ic]')) == kernels
+    (package / 'callee.py').write_text((package / 'callee.py').read_text().replace('+ 1', '+ 2'))
+    assert f_of_1() == 20  # numba's own check: caller.py unchanged, the old f loaded
+    bytecode = sorted(package.rglob('*.pyc'))
+    present = len(list(package.rglob('*.nb[ic]')))
+    assert warm.clear_stale(package) == present > 0
+    assert not list(package.rglob('*.nb[ic]')) and sorted(package.rglob('*.pyc')) == bytecode
+    assert f_of_1() == 30
+
+
 def read_only_prefix():
     """How to run a process that the file modes bind: as is, or as root without the
     capability that overrides them (util-linux's setpriv)."""
