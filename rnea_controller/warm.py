@@ -38,9 +38,9 @@ module it calls (law.py's `_law` inlines adaptation.py, friction.py and rnea_ker
 the entry valid and the old code loaded, silently (`colcon build` after a pull: the install
 tree's kernels stayed those of the sources before). The install step therefore first deletes
 the package's compiled kernels whenever any of its sources changed since they were made
-(`clear_stale`: a hash of the sources, kept beside them in `__pycache__`), as `./run` does by
-its own stamp; the tests' conftest does the same for the package they import (`colcon test`
-runs them on the source tree, whose cache the tests themselves fill).
+(`clear_stale`: a hash of the sources, kept beside them in `__pycache__`); `./run` calls this
+module whenever a source changed, and the tests' conftest does the same for the package they
+import (`colcon test` runs them on the source tree, whose cache the tests themselves fill).
 """
 import argparse
 import compileall

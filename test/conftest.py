@@ -2,7 +2,13 @@
 
 Integration tests talk to real processes over DDS on loopback. The whole pytest process gets
 its own ROS_DOMAIN_ID (set before anything imports rclpy), and every subprocess inherits it.
+
+`./run test` runs the suite on two pytest-xdist workers (`-n 2`), each with a ROS_DOMAIN_ID of
+its own: the integration tests (marker `integration`: real processes over DDS, some timed) one
+after the other on one worker, in file order; every other file whole on a worker, its module
+fixtures and caches made once (pytest_xdist_make_scheduler). `-n 0`: one process, as before.
 """
+import ast
 import contextlib
 import os
 from pathlib import Path
@@ -23,14 +29,80 @@ from rnea_controller.tools.programs import find_program, ProgramNotFoundError
 # tree, whose cache only the tests fill: a stale one is deleted, then made anew (where the
 # programs the tests start import this tree, as ./run's editable install, they would otherwise
 # compile at start, ~40 s).
-if warm.clear_stale():
+# (Once, in the process that starts pytest-xdist's workers: they start after it.)
+if 'PYTEST_XDIST_WORKER' not in os.environ and warm.clear_stale():
     warm.warm()
 
-os.environ.setdefault('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
+
+def ros_domain_id():
+    """This process's ROS_DOMAIN_ID: the environment's if set, else 10-89 from the pid. A
+    pytest-xdist worker (k of n) takes the k-th of a block of n domains from its run's (set by
+    the run's first process, whose environment the workers inherit): no two workers of a run
+    share one, and two runs' blocks do not half overlap."""
+    worker = os.environ.get('PYTEST_XDIST_WORKER')  # 'gw0', 'gw1', ... in a worker
+    if worker is None:
+        return os.environ.get('ROS_DOMAIN_ID', str(10 + os.getpid() % 80))
+    count = int(os.environ['PYTEST_XDIST_WORKER_COUNT'])
+    run = int(os.environ.get('ROS_DOMAIN_ID', 10 + os.getppid() % 80))
+    return str(run - run % count + int(worker[2:]))
+
+
+os.environ['ROS_DOMAIN_ID'] = ros_domain_id()
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def integration_tests(folder=Path(__file__).parent):
+    """{(file name, test function name, or '*' for every test of the file)} marked
+    `integration`, read from the sources: the process that schedules pytest-xdist's workers
+    collects no test."""
+    marked = set()
+    for path in folder.glob('test_*.py'):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and 'pytestmark' in map(ast.unparse, node.targets):
+                if 'mark.integration' in ast.unparse(node.value):
+                    marked.add((path.name, '*'))
+            elif isinstance(node, ast.FunctionDef) and any(
+                    'mark.integration' in ast.unparse(d) for d in node.decorator_list):
+                marked.add((path.name, node.name))
+    return marked
+
+
+def is_integration(nodeid, marked):
+    """Whether the test `nodeid` ('test/test_x.py::test_y[param]') is in `marked`."""
+    path, _, name = nodeid.partition('::')
+    return bool({(Path(path).name, '*'), (Path(path).name, name.split('[')[0])} & marked)
+
+
+INTEGRATION = integration_tests()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`./run test`'s two workers: the integration tests (real processes over DDS, some timed)
+    one unit of work, on one worker, one after the other in file order, so that their timed
+    bounds never meet another's node; every other file a unit of its own (its module fixtures
+    and caches made once), on whichever worker is free. (Not for another --dist given.)"""
+    from xdist.scheduler import LoadScopeScheduling
+    if config.getvalue('dist') != 'load':
+        return None
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return 'integration' if is_integration(nodeid, INTEGRATION) else nodeid.split(
+                '::')[0]
+    return Groups(config, log)
+
+
+def pytest_itemcollected(item):
+    """A worker holds the sources' reading of the markers to the markers themselves."""
+    if 'PYTEST_XDIST_WORKER' in os.environ:
+        marked = item.get_closest_marker('integration') is not None
+        assert marked == is_integration(item.nodeid, INTEGRATION), (
+            f'{item.nodeid}: marked integration where integration_tests() cannot read it '
+            '(at module or function level only)')
 
 
 # Real recordings (each with its README, licence and published model) live beside the project,

@@ -21,7 +21,8 @@ KEYS = {'numpy': 'python3-numpy', 'numba': 'python3-numba', 'yaml': 'python3-yam
         'matplotlib': 'python3-matplotlib', 'rich': 'python3-rich',
         'mujoco': 'python3-mujoco-pip', 'rosbags': 'python3-rosbags-pip',
         'scipy': 'python3-scipy', 'cvxpy': 'python3-cvxpy-pip',
-        'pytest': 'python3-pytest', 'hypothesis': 'python3-hypothesis',
+        'pytest': 'python3-pytest', 'xdist': 'python3-pytest-xdist',
+        'hypothesis': 'python3-hypothesis',
         'pinocchio': 'pinocchio',
         'markdown_it': 'python3-rich'}  # markdown-it-py: rich's parser, installed with it
 # Keys needed at run time without an import: each with where it is used.

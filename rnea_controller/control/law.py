@@ -574,8 +574,9 @@ class Controller:
             if np.allclose(T[:2], rnea(cfg.model, Q[:2], QD[:2], QDD[:2])) or attempt:
                 break
             _law.recompile()
-        _law(cfg.law_model, w, np.zeros((ROWS, n, 6)), q, qd, ref, q, qd, 0.0,
-             -1.0)  # with a wrench
+        wrench = np.zeros((ROWS, n, 6))
+        wrench.setflags(write=False)  # as `command` passes it (rnea_kernel doc)
+        _law(cfg.law_model, w, wrench, q, qd, ref, q, qd, 0.0, -1.0)  # with a wrench
         self.gravity_hold(cfg, q)
         self.reset()
         self.saturation[:] = 0
@@ -651,6 +652,7 @@ class Controller:
         if f_ext:
             f_body = body_forces(cfg.model, f_ext, ROWS)
             f_body[GRAVITY] = 0.0  # g(q) is gravity alone
+            f_body.setflags(write=False)  # the law's one signature (rnea_kernel doc)
         qm, qdm = (q, qd) if measured is None else measured
         if qm.shape != (n,) or qdm.shape != (n,):
             raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '

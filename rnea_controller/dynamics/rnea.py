@@ -50,8 +50,10 @@ def rnea(model: RobotModel, q: ArrayLike, qd: ArrayLike, qdd: ArrayLike, *,
     q, qd, qdd, batched = _states(model, q, qd, qdd, check_finite=False)
     v0, a0 = _base_motion(model, gravity, base_velocity, base_acceleration)
     tau = np.empty_like(q)
+    forces = body_forces(model, f_ext, len(q))
+    forces.setflags(write=False)  # one signature of the kernel (rnea_kernel doc)
     total = rnea_kernel.rnea_batch(*rnea_kernel.model_arrays(model), q, qd, qdd, v0, a0,
-                                   body_forces(model, f_ext, len(q)), tau)
+                                   forces, tau)
     if not math.isfinite(total):  # NaN and inf in any input propagate to tau
         original = (q, qd, qdd) if batched else (q[0], qd[0], qdd[0])
         _states(model, *original, check_finite=True)
@@ -177,7 +179,7 @@ def body_forces(model: RobotModel, f_ext: dict | None, N: int) -> np.ndarray:
     if not f_ext:
         return rnea_kernel.model_zero_forces(model)
     f_body = np.zeros((N, model.n, 6))
-    for link, wrench in (f_ext or {}).items():
+    for link, wrench in f_ext.items():
         body, R, p = model.link_frame(link)
         w = require_finite(wrench, f"f_ext['{link}']")
         if w.shape not in ((6,), (N, 6)):
@@ -186,5 +188,5 @@ def body_forces(model: RobotModel, f_ext: dict | None, N: int) -> np.ndarray:
         if body >= 0:
             X_T = plucker(R, p)  # body -> link coordinates; forces go back by X_Tᵀ
             f_body[:, body] += np.atleast_2d(w) @ X_T
-    return f_body
+    return f_body  # writable: made read-only before it goes to a kernel (rnea_kernel doc)
 

@@ -6,8 +6,10 @@ coordinates) and the child origin r in the parent frame, so that
     X m   = [E (m_v - r × m_ω);  E m_ω]            (motion, parent -> child)
     Xᵀ f  = [Eᵀ f_f;  Eᵀ f_n + r × Eᵀ f_f]          (force, child -> parent)
 
-Compiled on first use and cached on disk (numba `cache=True`); `warm_up()` compiles ahead, and
-the install step compiles every kernel the node uses (rnea_controller/warm.py).
+Compiled on first use and cached on disk (numba `cache=True`); the install step compiles every
+kernel the node uses (rnea_controller/warm.py). Each argument's type includes whether the
+array may be written: the model's arrays and the external wrenches are passed read-only by
+every caller, the fewer signatures to compile (each of `_law`'s ~10 s).
 """
 from typing import TYPE_CHECKING
 import weakref
@@ -33,6 +35,8 @@ def model_arrays(model: 'RobotModel') -> tuple[np.ndarray, ...]:
                   np.ascontiguousarray(model.p_tree, dtype=np.float64),
                   np.ascontiguousarray(model.inertias, dtype=np.float64),
                   np.ascontiguousarray(model.armature, dtype=np.float64))
+        for array in arrays:  # one signature whatever the model's arrays allow (module doc)
+            array.setflags(write=False)
         _ARRAYS[model] = arrays
     return arrays
 
@@ -174,12 +178,3 @@ def rnea_batch(parents: np.ndarray, prismatic: np.ndarray, axes: np.ndarray, R_t
             if parents[i] >= 0:
                 _force_to_parent(E[i], r[i], f[i], f[parents[i]])
     return total
-
-
-def warm_up() -> None:
-    """Compile (or load from the disk cache) the kernel for the float64 signatures in use."""
-    one = np.zeros((1, 1))
-    rnea_batch(np.full(1, -1, dtype=np.int64), np.zeros(1, dtype=np.bool_),
-               np.array([[0.0, 0.0, 1.0]]), np.eye(3)[None], np.zeros((1, 3)),
-               np.eye(6)[None], np.zeros(1), one, one, one.copy(), np.zeros(6), np.zeros(6),
-               np.zeros((1, 1, 6)), np.empty((1, 1)))
