@@ -25,6 +25,10 @@
    with the input at most one period over the quiet one.
    `--node-tree DIR` runs the node from another checkout's rnea_controller (e.g. a `git
    worktree` of an older commit), to measure a before and an after on the same machine.
+   `--force-realtime`: the node's loop at SCHED_FIFO 45 as on a real-time kernel (ros/realtime.py;
+   needs the privilege): the other threads of this 2-core host (the node's intake and DDS, this
+   process's feeder and sender) then no longer take the loop's core, and what is left of a gap
+   is the loop waiting on its inputs (the interpreter's lock), which is what the bar is about.
 """
 import argparse
 import array
@@ -210,7 +214,7 @@ def wait(predicate, timeout):
     return predicate()
 
 
-def live_node(sizes, repeats, tree=None, only=None):
+def live_node(sizes, repeats, tree=None, only=None, force_realtime=False):
     """Part 2: the node's worst tick delay while it takes each input, next to a quiet stretch
     of the same run just before it (the peer)."""
     sys.path.insert(0, str(REPO / 'test'))
@@ -218,7 +222,9 @@ def live_node(sizes, repeats, tree=None, only=None):
     log = tempfile.NamedTemporaryFile('w+', suffix='.log', prefix='bench_intake_', delete=False)
     env = dict(os.environ, **({'PYTHONPATH': str(Path(tree).resolve())} if tree else {}))
     node = subprocess.Popen([str(Path(sys.executable).parent / 'rnea-controller'), '--urdf',
-                             str(default_urdf_path()), '--ros-args', '-p', 'state_timeout:=1.0',
+                             str(default_urdf_path()),
+                             *(['--force-realtime'] if force_realtime else []),
+                             '--ros-args', '-p', 'state_timeout:=1.0',
                              '-p', "latency_compensation:='off'"],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     feeder, refs = StateFeeder(), References()
@@ -226,7 +232,8 @@ def live_node(sizes, repeats, tree=None, only=None):
         feeder.set(JOINTS, Q0, np.zeros(6))
         if not wait(lambda: len(refs.stamps) > 100 and len(refs.missed) > 2, 60.0):
             raise RuntimeError(f'the node published no reference; its log:\n{read(log)}')
-        print('\nlive node: worst tick delay [ms] (gap between ~/reference stamps - 1 ms) and '
+        print('\nlive node' + (' (its loop at SCHED_FIFO 45)' if force_realtime else '') +
+              ': worst tick delay [ms] (gap between ~/reference stamps - 1 ms) and '
               "the node's missed ticks, in the 2 s before the input (quiet) and the 2 s after; "
               'bar: the gap with the input at most one period over the quiet one')
         print(f'{"input":>34} {"gap quiet":>10} {"gap input":>10} {"missed quiet":>13} '
@@ -316,11 +323,13 @@ def main():
     parser.add_argument('--node-tree', help="run the node from this checkout's rnea_controller")
     parser.add_argument('--only', nargs='+', help='the live inputs whose label has one of these')
     parser.add_argument('--no-planning', action='store_true', help='the live node only')
+    parser.add_argument('--force-realtime', action='store_true',
+                        help="the node's loop at SCHED_FIFO (needs the privilege)")
     args = parser.parse_args()
     if not args.no_planning:
         planning(args.points)
     if not args.no_node:
-        live_node(args.points, args.repeats, args.node_tree, args.only)
+        live_node(args.points, args.repeats, args.node_tree, args.only, args.force_realtime)
 
 
 if __name__ == '__main__':

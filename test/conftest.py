@@ -6,10 +6,15 @@ its own ROS_DOMAIN_ID (set before anything imports rclpy), and every subprocess 
 `./run test` runs the suite on two pytest-xdist workers (`-n 2`), each with a ROS_DOMAIN_ID of
 its own: the integration tests (marker `integration`: real processes over DDS, some timed) one
 after the other on one worker, in file order; every other file whole on a worker, its module
-fixtures and caches made once (pytest_xdist_make_scheduler). `-n 0`: one process, as before.
+fixtures and caches made once (pytest_xdist_make_scheduler). The worker of the in-process
+files keeps to one core (`pytest_runtest_setup`), its own closed loops included
+(`parallel_map`): the integration tests' processes (the node at 1 kHz, the state feeder, the
+simulator) always have the other (beside three CPU-bound processes they missed their state
+timeout). `-n 0`: one process, as before.
 """
 import ast
 import contextlib
+import multiprocessing
 import os
 from pathlib import Path
 import signal
@@ -94,6 +99,27 @@ def pytest_xdist_make_scheduler(config, log):
             return 'integration' if is_integration(nodeid, INTEGRATION) else nodeid.split(
                 '::')[0]
     return Groups(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """In a pytest-xdist worker, an in-process test keeps the worker on one core, the last it
+    may use, from then on (module doc); the integration tests' worker never runs one before
+    them (the scheduler gives it their unit first, the largest)."""
+    if 'PYTEST_XDIST_WORKER' in os.environ and not is_integration(item.nodeid, INTEGRATION):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, cpus[-1:])
+
+
+def parallel_map(function, items):
+    """[function(item) for item in items], on as many processes as this one may use cores
+    (at most 2: the host's), in this process where that is one (no pool to start)."""
+    processes = min(2, len(os.sched_getaffinity(0)))
+    if processes == 1:
+        return [function(item) for item in items]
+    with multiprocessing.get_context('spawn').Pool(processes) as pool:
+        return pool.map(function, items)
 
 
 def pytest_itemcollected(item):

@@ -9,8 +9,8 @@ contact, no brake of the node's own making, the goal within 1e-3 rad, RMS no wor
 peer's. Each case is its own seeded, deterministic run; two at a time on the host's two cores.
 """
 from functools import cache
-import multiprocessing
 
+from conftest import parallel_map
 import corpus
 import pytest
 
@@ -47,10 +47,10 @@ def _case(case):
 
 @cache
 def _all():
-    """{case: (node's Figures, the peer's)} of the draw, two processes."""
-    with multiprocessing.get_context('spawn').Pool(2) as pool:
-        here = [case for case in CASES if case.arm in corpus.available_arms()]
-        return dict(zip(here, pool.map(_case, here)))
+    """{case: (node's Figures, the peer's)} of the draw, on two processes where this one may
+    use two cores (conftest.parallel_map)."""
+    here = [case for case in CASES if case.arm in corpus.available_arms()]
+    return dict(zip(here, parallel_map(_case, here)))
 
 
 def test_the_draw_covers_every_arm_truth_timing_and_simulator():

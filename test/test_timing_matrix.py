@@ -32,9 +32,8 @@ commands stop acting while the states go on (a loaded demo's simulator took none
 """
 from dataclasses import replace
 from functools import cache
-import multiprocessing
 
-from conftest import flatten
+from conftest import flatten, parallel_map
 import numpy as np
 import pytest
 from test_robustness import HOLD, JOINTS, MODEL, MOVE, reference, START, URDF
@@ -100,12 +99,15 @@ def _cell(row, delay, motion):
 
 @cache
 def _all_cells():
-    """{(motion, row, delay): _cell's figures} of every cell, two at a time on the host's two
-    cores (the suite's time: 38 s one by one); each cell is its own seeded run, so the figures
-    are those of one by one."""
-    with multiprocessing.get_context('spawn').Pool(2) as pool:
-        out = pool.starmap(_cell, [(row, delay, motion) for motion, row, delay in CELLS])
-    return dict(zip(CELLS, out))
+    """{(motion, row, delay): _cell's figures} of every cell, two at a time where this process
+    may use two cores (conftest.parallel_map; the suite's time: 38 s one by one); each cell is
+    its own seeded run, so the figures are those of one by one."""
+    return dict(zip(CELLS, parallel_map(_cell_of, CELLS)))
+
+
+def _cell_of(key):
+    motion, row, delay = key
+    return _cell(row, delay, motion)
 
 
 def cell(row, delay, motion='demo'):
