@@ -6,7 +6,9 @@ them from the middleware's queue at their reception time: state_intake.py). A me
 layout of the last one taken in full (its bytes equal that one's everywhere but in the stamp
 and the numbers: the same names, frame id and array lengths, `wire.Layout`) is read in place;
 any other is deserialized by rclpy and taken in full, and its layout, found by rosbags and
-checked against rclpy's reading, serves the next ones. Bytes that do not deserialize are
+checked against rclpy's reading, serves the next ones. That search runs off the tick, in a
+thread of its own (`learn_off_tick`; a 100 kB state's took 8.5 ms of the tick, issue 45): the
+states that come meanwhile are taken in full, as this one. Bytes that do not deserialize are
 refused with their size. A JointState is refused whole if a name appears twice, a name is not
 valid UTF-8 (rclpy turns undecodable bytes into U+FFFD), the position (or a non-empty velocity)
 array does not match the names, a controlled joint is missing, or a model joint's value is not
@@ -25,6 +27,7 @@ control/jump_gate.py's JumpGate: every state is checked before anything is writt
 whole or refused whole.
 """
 import math
+import threading
 import time
 import warnings
 
@@ -63,7 +66,8 @@ class JointStateInput:
     the velocity to use: measured, or estimated from positions (velocity_source)."""
 
     def __init__(self, joint_names, timing=None, required=None, mimic=(),
-                 velocity_limits=None, clock=time.perf_counter, wall_ns=time.time_ns):
+                 velocity_limits=None, clock=time.perf_counter, wall_ns=time.time_ns,
+                 learn_off_tick=True):
         n = len(joint_names)
         self._clock = clock  # [s] the arrivals' (the tick's clock; a test's own in tests)
         self._wall_ns = wall_ns  # [ns] the arrivals' on the stamps' clock
@@ -80,6 +84,9 @@ class JointStateInput:
         # relations); the template: (wire.Layout, mapping, names and sizes) of the last full take
         self._names, self._mapping = None, None
         self._template = None
+        self.learn_off_tick = learn_off_tick  # False: learnt in `take_serialized`'s call
+        self._pending = None  # (raw, msg, mapping) of the newest state taken in full
+        self._learner = None  # the thread learning the layout (`_learn_later`)
         self._typestore = wire.default_typestore()
         self._typestore.get_msgdef(JOINT_STATE)  # rosbags compiles its reader here, not later
 
@@ -100,7 +107,7 @@ class JointStateInput:
             raise ValueError(f'{len(raw)} bytes that do not deserialize as a JointState '
                              f'({type(error).__name__}: {error})') from None
         self.take(msg, velocity_source, arrival)
-        self._learn(raw, msg)
+        self._learn_later(raw, msg, self._mapping)
 
     def take(self, msg, velocity_source='auto', arrival=None):
         """Take a JointState whole, or raise ValueError saying what is wrong with it
@@ -169,18 +176,46 @@ class JointStateInput:
         """States beyond the gate's quick bounds taken: their motion continuous."""
         return self.gate.fast
 
-    def _learn(self, raw, msg):
-        """After a full take of `msg`: its layout serves the next messages like it. Kept if
-        only padding differed from the template's; none if rosbags reads it otherwise."""
+    def _learn_later(self, raw, msg, mapping):
+        """After a full take of `msg` (its names' `mapping`): its layout is learnt, off the
+        tick where `learn_off_tick` (module doc), unless only padding differed from the
+        template's. The newest such state is the one learnt; a thread that has taken its work
+        and is ending when another comes leaves it to the next state taken in full."""
         shape = (list(msg.name), msg.header.frame_id,
                  *(len(getattr(msg, field)) for field in FIELDS))
-        if self._template is not None and self._template[2] == shape:
+        template = self._template
+        if template is not None and template[2] == shape:
             return
-        self._template = None
+        self._pending = (raw, msg, mapping, shape)
+        if not self.learn_off_tick:
+            return self._learn_pending()
+        if self._learner is None or not self._learner.is_alive():
+            self._learner = threading.Thread(target=self._learn_pending, name='state layout',
+                                             daemon=True)
+            self._learner.start()
+
+    def learned(self, timeout=None):
+        """Wait until the layout being learnt is (at most `timeout` [s]); whether a template
+        serves the next states (tests)."""
+        learner = self._learner
+        if learner is not None:
+            learner.join(timeout)
+        return self._template is not None
+
+    def _learn_pending(self):
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._learn(*pending)
+
+    def _learn(self, raw, msg, mapping, shape):
+        """`msg`'s layout (found by rosbags in its bytes `raw`, checked against rclpy's
+        reading) serves the next messages like it, read with `mapping`; none if rosbags
+        reads it otherwise."""
         store = self._typestore
         found = wire.find_layout(raw, lambda b: store.deserialize_cdr(b, JOINT_STATE), FIELDS,
                                  stamped=True)
         if found is None:
+            self._template = None
             return
         read, layout = found
         same = (list(read.name) == shape[0] and read.header.frame_id == shape[1]
@@ -188,8 +223,7 @@ class JointStateInput:
                 == (msg.header.stamp.sec, msg.header.stamp.nanosec)
                 and all(np.asarray(getattr(msg, f), np.float64).tobytes()
                         == layout.array(raw, f).tobytes() for f in FIELDS))
-        if same:
-            self._template = (layout, self._mapping, shape)
+        self._template = (layout, mapping, shape) if same else None
 
     def _model_index(self, names):
         """(each model joint's place in `names`, -1 where absent, None if `names` are the model's
