@@ -16,7 +16,6 @@ loaded. The garbage collector waits until the loop starts.
 import argparse
 import gc
 import os
-from pathlib import Path
 import sys
 import threading
 
@@ -27,7 +26,7 @@ from rclpy.utilities import remove_ros_args
 
 from rnea_controller.description_file import read_description
 from rnea_controller.errors import ParameterError, UrdfError
-from rnea_controller.ros import realtime
+from rnea_controller.ros import dds, realtime
 
 DESCRIPTION = 'rnea_controller: computed-torque control of an arm over ROS 2 topics'
 
@@ -42,22 +41,11 @@ def _options(args):
     return parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
 
 
-DDS_SETTINGS = ('FASTDDS_DEFAULT_PROFILES_FILE', 'FASTRTPS_DEFAULT_PROFILES_FILE',
-                'ROS_DISCOVERY_SERVER', 'FASTDDS_ENVIRONMENT_FILE')
-# the profiles Fast DDS loads by itself from the working directory
-DDS_FILES = ('DEFAULT_FASTDDS_PROFILES.xml', 'DEFAULT_FASTRTPS_PROFILES.xml')
-
-
 def quick_discovery():
     """Fast DDS (Kilted's default RMW) with more, quicker initial announcements
     (fast_discovery.xml), unless the user configured DDS: states reach a new node in ~0.1 s,
     not 0.1-3 s (issue 26)."""
-    if os.environ.get('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp') != 'rmw_fastrtps_cpp':
-        return
-    if not any(os.environ.get(name) for name in DDS_SETTINGS) and not any(
-            Path(name).is_file() for name in DDS_FILES):
-        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(
-            Path(__file__).with_name('fast_discovery.xml'))
+    dds.use_profiles('fast_discovery.xml')
 
 
 def dds_first():
