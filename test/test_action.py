@@ -14,7 +14,7 @@ import time
 
 from action_msgs.msg import GoalStatus
 from builtin_interfaces.msg import Duration
-from conftest import console_script, Processes, wait_for
+from conftest import console_script, Processes, send_goal, wait_for
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from hypothesis import given, settings
@@ -106,9 +106,10 @@ class Client:
     def send(self, request, timeout=30.0):
         """Send a goal; returns its handle once the server answered (accepted or not)."""
         assert self.action.wait_for_server(timeout_sec=20.0), 'no action server'
-        future = self.action.send_goal_async(request, feedback_callback=self._keep(self.feedback))
-        assert wait_for(future.done, timeout), 'no answer to the goal'
-        return future.result()
+        handle = send_goal(self.action, request, timeout,
+                           feedback_callback=self._keep(self.feedback))
+        assert handle is not None, 'no answer to the goal'
+        return handle
 
     def result(self, handle, timeout=15.0):
         future = handle.get_result_async()

@@ -6,7 +6,7 @@ loaded host stalls the simulator now and then).
 """
 import threading
 
-from conftest import arm_and_controller, wait_for
+from conftest import arm_and_controller, send_goal, wait_for
 from control_msgs.action import FollowJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 import numpy as np
@@ -77,9 +77,9 @@ def test_a_goal_driving_the_arm_into_an_obstacle_is_aborted_and_the_arm_held(tou
     delta = np.zeros(6)
     delta[0] = 1.0
     meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
-    future = probe.action.send_goal_async(goal_of(move(np.array(HOME), delta, 4.0)))
-    assert wait_for(future.done, 10.0) and future.result().accepted
-    result = future.result().get_result_async()
+    handle = send_goal(probe.action, goal_of(move(np.array(HOME), delta, 4.0)))
+    assert handle is not None and handle.accepted, procs.output(controller)[-3000:]
+    result = handle.get_result_async()
     assert wait_for(result.done, 20.0), procs.output(controller)
     outcome = result.result().result
     assert outcome.error_code == FollowJointTrajectory.Result.INVALID_GOAL, outcome.error_string
