@@ -7,7 +7,7 @@ Timing per column: commands acting 0, 2, 5 or 10 ms late (plus an exponential ex
 jitter. Rows: the arm as its URDF says but for one thing (test_robustness's rows and issue 35's
 geared arm: rotor 0.1 kg·m², damping 10/10/5/5/5/2/2, frictionloss 1 N·m, told nothing; and
 the friction told exactly). Two motions: the demo's 3 s move (then 1.5 s at rest) under every
-column, and the excitation (6 s, then 1 s at rest) under 0 and 5 ms (the suite's time). What
+column, and the excitation (6 s, then 1 s at rest) under 5 ms (the suite's time). What
 never happens, in every cell: a contact declared on the free arm, a joint beyond 1.5x its
 velocity limit, a command step over half an effort limit in one tick. What the law is for:
 RMS error no worse than the reference's and the goal within 1e-3 rad, in every cell. The
@@ -47,7 +47,10 @@ from rnea_controller.sim.plant import Plant, PlantOptions
 from rnea_controller.tools.send_trajectory import excitation_motion
 
 DELAYS = (0.0, 0.002, 0.005, 0.01)  # [s]
-EXCITED = (0.0, 0.005)  # [s] the excitation's columns (two of the four: the suite's time)
+# [s] the excitation's column: the late one of the demo's; its 0-ms column (lockstep, which
+# the demo's first column, test_robustness and the corpus's prompt cases cover) left out for
+# the suite's time on a loaded host (12 s of CPU)
+EXCITED = (0.005,)
 GEARED = PlantOptions(armature=(0.1,), damping=(10.0, 10.0, 5.0, 5.0, 5.0, 2.0, 2.0),
                       friction=(1.0,))
 TOLD_EXACT = {f'friction.{j}.{kind}': value for j in JOINTS
