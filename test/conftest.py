@@ -103,13 +103,16 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """In a pytest-xdist worker, an in-process test keeps the worker on one core, the last it
-    may use, from then on (module doc); the integration tests' worker never runs one before
-    them (the scheduler gives it their unit first, the largest)."""
-    if 'PYTEST_XDIST_WORKER' in os.environ and not is_integration(item.nodeid, INTEGRATION):
+    """In a pytest-xdist worker, an in-process test keeps the worker on one core from then on
+    (module doc), worker k on the k-th it may use: the integration tests' worker, which never
+    runs an in-process file before them (the scheduler gives it their unit first, the
+    largest), takes the in-process files left when they are done on a core of its own, not on
+    the other worker's (a loaded run's last files ran both on one core)."""
+    worker = os.environ.get('PYTEST_XDIST_WORKER')
+    if worker is not None and not is_integration(item.nodeid, INTEGRATION):
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) > 1:
-            os.sched_setaffinity(0, cpus[-1:])
+            os.sched_setaffinity(0, [cpus[int(worker[2:]) % len(cpus)]])
 
 
 def parallel_map(function, items):
