@@ -9,11 +9,12 @@ releases: its modification time and size), the signature and the CPU;
 a later process loads it: all of the node's kernels in ~1 s, against ~40 s to compile them.
 The node compiles (or loads) its kernels while it configures and activates, in the objects it
 builds then: Controller, ContactObserver, LoopTiming, LoopStats, the action server's
-`keep_worst`, the trajectory sampler. `warm()` builds the same objects on the bundled arm (the
-types do not depend on the robot: the same signatures for any URDF), so that every kernel the
-node uses is in the cache before the node first starts. `./run` calls it after installing and
-whenever a source changed; setup.py after `install` and `develop` (`colcon build`, with or
-without --symlink-install). test_warm checks that a node started after it compiles nothing.
+`keep_worst`, the trajectory sampler and the trajectory's limits' check. `warm()` builds the
+same objects on the bundled arm (the types do not depend on the robot: the same signatures for
+any URDF), so that every kernel the node uses is in the cache before the node first starts.
+`./run` calls it after installing and whenever a source changed; setup.py after `install`
+and `develop` (`colcon build`, with or without --symlink-install). test_warm checks that a node
+started after it compiles nothing.
 
 A read-only install (the package's folder not writable by the user who runs the node): numba
 then caches in the user's cache folder (~/.cache/numba, or NUMBA_CACHE_DIR if set), empty the
@@ -144,7 +145,7 @@ def warm() -> dict:
     from rnea_controller.control.law import Controller, validate_parameters
     from rnea_controller.control.loop_stats import LoopStats
     from rnea_controller.control.timing import ActuationDelay, LoopTiming
-    from rnea_controller.control.trajectory import Trajectory
+    from rnea_controller.control.trajectory import check_limits, Limits, Trajectory
     from rnea_controller.dynamics.model import default_urdf_path, RobotModel
 
     model = RobotModel.from_urdf_file(default_urdf_path())
@@ -155,6 +156,9 @@ def warm() -> dict:
     ActuationDelay(cfg.effort_limits, cfg.period)  # loop.py, at activation
     LoopStats()
     Trajectory.hold(np.zeros(model.n)).sample(0.0)
+    index = np.arange(model.n)  # the limits' check (trajectory_intake.py, at configure)
+    check_limits(Trajectory.hold(np.zeros(model.n)),
+                 Limits(model.velocity_limits, cfg.effort_limits, 0.0, model, index), cfg.joints)
     m = len(cfg.joints)
     keep_worst(np.zeros((3, m)), np.zeros((6, m)), True)  # action_server.py
     return cache_report()

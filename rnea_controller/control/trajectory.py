@@ -50,6 +50,7 @@ from numba import njit
 import numpy as np
 from numpy.typing import ArrayLike
 
+from rnea_controller.dynamics import rnea_kernel
 from rnea_controller.dynamics.rnea import rnea
 from rnea_controller.errors import DimensionError, TrajectoryError
 
@@ -72,7 +73,7 @@ class TrajectoryPoint:
 
 
 SAMPLES = 9  # instants per segment where its velocity is checked against the limits, ends included
-TORQUE_CHUNK = 64  # points per RNEA call of the torque check (each call holds the lock)
+TORQUE_CHUNK = 64  # points per RNEA call inside the torque check's kernel
 
 
 @dataclass(frozen=True)
@@ -454,23 +455,64 @@ def _horner(c, s):
 
 
 def _check_torques(c, T, limits, names, first_point, scale):
-    """The model's RNEA at each point (each segment's end) against the effort limits, in
-    blocks of TORQUE_CHUNK points (each compiled call holds the interpreter's lock)."""
+    """The model's RNEA at each point (each segment's end) against the effort limits, in one
+    compiled call that runs without the interpreter's lock (`_first_torque_beyond`).
+
+    Issue 45: the check ran in blocks of 64 points, each a few numpy calls and an RNEA call
+    that give the lock back for an instant and take it again; each such give-back restarts the
+    control thread's wait for the lock (CPython's waiter asks the holder to drop it only after a
+    whole switch interval with no hand-over), so the loop waited 5-25 ms on a 10,000-point
+    trajectory though no block took 0.3 ms (`./run bench intake`; docs/timing.md). One call
+    that releases the lock for its whole run lets the loop through at once."""
     bound = limits.effort * scale
-    for start in range(0, len(T), TORQUE_CHUNK):
-        stop = start + TORQUE_CHUNK
-        q, qd, qdd = _horner(c[start:stop], T[start:stop, None])
-        tau = _torques(limits, q, qd, qdd)
-        over = ~(np.abs(tau) <= bound)
-        if over.any():
-            k, j = np.argwhere(over)[0]
-            fastest = int(np.argmax(np.abs(qdd[k])))
-            raise TrajectoryError(
-                f'point {first_point + start + int(k)}: joint {names[j]!r} needs '
-                f'{tau[k, j]:.6g} N·m there, beyond its effort limit {bound[j] / scale:.6g} N·m'
-                f'{_margin_text(scale)}: accelerations {_numbers(qdd[k])} rad/s² (joint '
-                f'{names[fastest]!r} at {qdd[k, fastest]:.6g}), velocities {_numbers(qd[k])} '
-                'rad/s, more than the arm can make')
+    model, index = limits.model, np.asarray(limits.index, dtype=np.int64)
+    k, j = _first_torque_beyond(
+        np.ascontiguousarray(c), np.ascontiguousarray(T, dtype=np.float64), index,
+        *rnea_kernel.model_arrays(model), *rnea_kernel.model_base_motion(model),
+        rnea_kernel.model_zero_forces(model), np.ascontiguousarray(bound, dtype=np.float64))
+    if k < 0:
+        return
+    q, qd, qdd = _horner(c[k], T[k])
+    tau = _torques(limits, q[None], qd[None], qdd[None])[0]
+    fastest = int(np.argmax(np.abs(qdd)))
+    raise TrajectoryError(
+        f'point {first_point + int(k)}: joint {names[j]!r} needs '
+        f'{tau[j]:.6g} N·m there, beyond its effort limit {bound[j] / scale:.6g} N·m'
+        f'{_margin_text(scale)}: accelerations {_numbers(qdd)} rad/s² (joint '
+        f'{names[fastest]!r} at {qdd[fastest]:.6g}), velocities {_numbers(qd)} '
+        'rad/s, more than the arm can make')
+
+
+@njit(cache=True, nogil=True)
+def _first_torque_beyond(c, T, index, parents, prismatic, axes, R_tree, p_tree, I, armature,
+                         v0, a0, f_ext, bound):
+    """(k, j): the first segment end k whose RNEA torque of controlled joint j is not within
+    ±bound[j] (non-finite included), or (-1, -1). c (N, 6, m) the segments' coefficients, T (N,)
+    their durations, index (m,) the controlled joints in the model (its others at rest at 0).
+    Compiled with nogil: the interpreter's lock is free while it runs."""
+    N, m = c.shape[0], c.shape[2]
+    n = parents.shape[0]
+    rows = TORQUE_CHUNK
+    q, qd, qdd = np.zeros((rows, n)), np.zeros((rows, n)), np.zeros((rows, n))
+    tau = np.empty((rows, n))
+    for start in range(0, N, rows):
+        count = min(rows, N - start)
+        for k in range(count):
+            s = T[start + k]
+            for jj in range(m):
+                c0, c1, c2 = c[start + k, 0, jj], c[start + k, 1, jj], c[start + k, 2, jj]
+                c3, c4, c5 = c[start + k, 3, jj], c[start + k, 4, jj], c[start + k, 5, jj]
+                i = index[jj]
+                q[k, i] = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
+                qd[k, i] = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
+                qdd[k, i] = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * 20.0 * c5))
+        rnea_kernel.rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, armature,
+                               q[:count], qd[:count], qdd[:count], v0, a0, f_ext, tau[:count])
+        for k in range(count):
+            for jj in range(m):
+                if not abs(tau[k, index[jj]]) <= bound[jj]:
+                    return start + k, jj
+    return -1, -1
 
 
 def _torques(limits, q, qd, qdd):

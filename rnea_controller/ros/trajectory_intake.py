@@ -15,10 +15,12 @@ the loop's worst gap with and without such inputs.
 import sys
 import time
 
+import numpy as np
 import rclpy
 from trajectory_msgs.msg import JointTrajectory
 
 from rnea_controller import wire
+from rnea_controller.control.trajectory import check_limits, Trajectory
 from rnea_controller.errors import TrajectoryError
 from rnea_controller.ros import inputs, realtime
 
@@ -33,6 +35,9 @@ class TrajectoryIntake:
         self.pending = None  # (planned trajectory, the trajectory it was planned from, msg)
         self.store = wire.default_typestore()
         self.store.get_msgdef(wire.JOINT_TRAJECTORY)  # rosbags compiles its reader now
+        # the limits' check kernel loaded now, not at the first trajectory (in the loop's time)
+        check_limits(Trajectory.hold(np.zeros(len(controller.config.joints))),
+                     inputs.trajectory_limits(controller.config), controller.config.joints)
         sys.setswitchinterval(SWITCH_INTERVAL)
         base = controller.get_fully_qualified_name().rstrip('/')
         self.node = rclpy.create_node(controller.get_name() + '_trajectory',
