@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 import numpy as np
 import pytest
 
+from rnea_controller.control import trajectory
 from rnea_controller.control.trajectory import (
     Limits,
     plan,
@@ -368,6 +369,25 @@ def test_the_issues_point_at_1e9_rad_s2_is_refused_by_its_torque():
     with pytest.raises(TrajectoryError, match=r"between point 0 and point 1: velocity .* of "
                                               r"joint 'elbow_joint'"):
         plan_arm([1.0, 2.0, 3.0], q, qd, qdd)
+
+
+def test_a_torque_beyond_the_limit_deep_in_a_long_trajectory_is_found_at_its_point():
+    """The check runs in blocks inside one compiled call: the first point beyond, wherever it
+    lies, is the one named (a later block's offset, not its index in the block)."""
+    times = np.arange(1, 10_001) * 0.01
+    q = 0.5 * np.sin(np.outer(times, np.ones(ARM.n)))
+    qd, qdd = 0.5 * np.cos(np.outer(times, np.ones(ARM.n))), -q
+    qdd[7777, 2] = 1e4  # the elbow, at rest elsewhere in its limits
+    qdd[9000, 1] = 1e4  # a later one, not named
+    with pytest.raises(TrajectoryError, match=r"^point 7777: joint '\w+' needs .* beyond its "
+                                              r"effort limit .* \(joint 'elbow_joint' at "):
+        plan_arm(times, q, qd, qdd, velocity=np.full(ARM.n, np.inf))
+
+
+def test_the_torque_check_releases_the_interpreters_lock_while_it_runs():
+    """Issue 45: compiled with nogil, so that the control thread never waits on a long
+    trajectory's check (its give-backs in blocks made the loop wait 5-25 ms)."""
+    assert trajectory._first_torque_beyond.targetoptions.get('nogil') is True
 
 
 def test_ten_thousand_points_within_the_limits_are_accepted():
