@@ -3,11 +3,13 @@ trajectories, wrenches and the robot description.
 
 Joint states arrive serialized, as DDS delivers them, each with its arrival (the tick takes
 them from the middleware's queue at their reception time: state_intake.py). A message with the
-layout of the last one taken in full (its bytes equal that one's everywhere but in the stamp
-and the numbers: the same names, frame id and array lengths, `wire.Layout`) is read in place;
-any other is deserialized by rclpy and taken in full, and its layout, found by rosbags and
-checked against rclpy's reading, serves the next ones. That search runs off the tick, in a
-thread of its own (`learn_off_tick`; a 100 kB state's took 8.5 ms of the tick, issue 45): the
+layout of one of the last TEMPLATES taken in full (its bytes equal that one's everywhere but in
+the stamp and the numbers: the same names, frame id and array lengths, `wire.Layout`) is read
+in place; any other is deserialized by rclpy and taken in full, and its layout, found by
+rosbags and checked against rclpy's reading, serves the next ones. Several layouts are kept:
+two drivers publishing on one topic (an arm's and a gripper's) alternate theirs. That search
+runs off the tick, in a thread of its own that waits for work (`learn_off_tick`; a 100 kB
+state's took 8.5 ms of the tick, and starting a thread for it 1.3 ms more, issue 45): the
 states that come meanwhile are taken in full, as this one. Bytes that do not deserialize are
 refused with their size. A JointState is refused whole if a name appears twice, a name is not
 valid UTF-8 (rclpy turns undecodable bytes into U+FFFD), the position (or a non-empty velocity)
@@ -30,6 +32,7 @@ import math
 import threading
 import time
 import warnings
+import weakref
 
 import numpy as np
 from rclpy.serialization import deserialize_message
@@ -57,6 +60,8 @@ def check_names(names):
 
 
 NO_VELOCITY = np.zeros(0)
+TEMPLATES = 4  # layouts read in place (the newest first)
+LEARNER_IDLE = 1.0  # [s] the learner's wait between checks that its input still exists
 
 
 class JointStateInput:
@@ -81,12 +86,17 @@ class JointStateInput:
         self.measured_velocity = False
         self.timing = timing
         # the last names seen and their `_mapping` (model index, absent joints, their mimic
-        # relations); the template: (wire.Layout, mapping, names and sizes) of the last full take
+        # relations); the templates: (wire.Layout, mapping, names and sizes) of the last full
+        # takes of distinct layouts, newest first (replaced whole by the learner: the tick
+        # reads a tuple that never changes under it)
         self._names, self._mapping = None, None
-        self._template = None
+        self._templates = ()
         self.learn_off_tick = learn_off_tick  # False: learnt in `take_serialized`'s call
-        self._pending = None  # (raw, msg, mapping) of the newest state taken in full
-        self._learner = None  # the thread learning the layout (`_learn_later`)
+        self._pending = None  # (raw, msg, mapping, shape, count) of the newest full take
+        self._posted = self._done = 0  # layouts handed to the learner, and learnt
+        self._learnt = threading.Condition()
+        self._wake = threading.Event()
+        self._learner = None  # the thread learning the layouts (`_learning`), once needed
         self._typestore = wire.default_typestore()
         self._typestore.get_msgdef(JOINT_STATE)  # rosbags compiles its reader here, not later
 
@@ -94,13 +104,12 @@ class JointStateInput:
         """Take a serialized JointState whole, or raise ValueError saying what is wrong.
         arrival: (on the tick's clock [s], on the stamps' clock [ns]) of a state that arrived
         before now (taken from the middleware's queue: state_intake.py); None: it arrives now."""
-        template = self._template
-        if template is not None and template[0].matches(raw):
-            layout, mapping, _ = template
-            velocity = layout.array(raw, 'velocity') if layout.spans['velocity'][1] else None
-            self._take_arrays(layout.array(raw, 'position'), velocity, mapping, velocity_source,
-                              layout.stamp_ns(raw), arrival)
-            return
+        for layout, mapping, _ in self._templates:
+            if layout.matches(raw):
+                velocity = layout.array(raw, 'velocity') if layout.spans['velocity'][1] else None
+                self._take_arrays(layout.array(raw, 'position'), velocity, mapping,
+                                  velocity_source, layout.stamp_ns(raw), arrival)
+                return
         try:
             msg = deserialize_message(raw, JointState)
         except Exception as error:  # noqa: BLE001 - rclpy raises several kinds
@@ -176,46 +185,55 @@ class JointStateInput:
         """States beyond the gate's quick bounds taken: their motion continuous."""
         return self.gate.fast
 
+    def reads_in_place(self, raw):
+        """Whether `raw` has the layout of a template (read in place, not in full)."""
+        return any(layout.matches(raw) for layout, _, _ in self._templates)
+
     def _learn_later(self, raw, msg, mapping):
         """After a full take of `msg` (its names' `mapping`): its layout is learnt, off the
-        tick where `learn_off_tick` (module doc), unless only padding differed from the
-        template's. The newest such state is the one learnt; a thread that has taken its work
-        and is ending when another comes leaves it to the next state taken in full."""
+        tick where `learn_off_tick` (module doc), unless a template has its shape (only
+        padding differed). The newest such state is the one learnt; the tick only hands it
+        over (the learner thread is started at the first)."""
         shape = (list(msg.name), msg.header.frame_id,
                  *(len(getattr(msg, field)) for field in FIELDS))
-        template = self._template
-        if template is not None and template[2] == shape:
+        if any(template[2] == shape for template in self._templates):
             return
-        self._pending = (raw, msg, mapping, shape)
+        self._posted += 1
+        self._pending = (raw, msg, mapping, shape, self._posted)
         if not self.learn_off_tick:
             return self._learn_pending()
-        if self._learner is None or not self._learner.is_alive():
-            self._learner = threading.Thread(target=self._learn_pending, name='state layout',
-                                             daemon=True)
+        if self._learner is None:
+            self._learner = threading.Thread(target=_learning,
+                                             args=(weakref.ref(self), self._wake),
+                                             name='state layout', daemon=True)
             self._learner.start()
+        self._wake.set()
 
     def learned(self, timeout=None):
-        """Wait until the layout being learnt is (at most `timeout` [s]); whether a template
-        serves the next states (tests)."""
-        learner = self._learner
-        if learner is not None:
-            learner.join(timeout)
-        return self._template is not None
+        """Wait until the layouts handed over are learnt (at most `timeout` [s]); whether a
+        template serves states (tests)."""
+        with self._learnt:
+            self._learnt.wait_for(lambda: self._done == self._posted, timeout)
+        return bool(self._templates)
 
     def _learn_pending(self):
         pending, self._pending = self._pending, None
         if pending is not None:
-            self._learn(*pending)
+            self._learn(*pending[:4])
+            with self._learnt:
+                self._done = pending[4]
+                self._learnt.notify_all()
 
     def _learn(self, raw, msg, mapping, shape):
         """`msg`'s layout (found by rosbags in its bytes `raw`, checked against rclpy's
-        reading) serves the next messages like it, read with `mapping`; none if rosbags
+        reading) serves the next messages like it, read with `mapping`; not if rosbags
         reads it otherwise."""
         store = self._typestore
         found = wire.find_layout(raw, lambda b: store.deserialize_cdr(b, JOINT_STATE), FIELDS,
                                  stamped=True)
+        kept = tuple(template for template in self._templates if template[2] != shape)
         if found is None:
-            self._template = None
+            self._templates = kept
             return
         read, layout = found
         same = (list(read.name) == shape[0] and read.header.frame_id == shape[1]
@@ -223,7 +241,7 @@ class JointStateInput:
                 == (msg.header.stamp.sec, msg.header.stamp.nanosec)
                 and all(np.asarray(getattr(msg, f), np.float64).tobytes()
                         == layout.array(raw, f).tobytes() for f in FIELDS))
-        self._template = (layout, mapping, shape) if same else None
+        self._templates = (((layout, mapping, shape),) + kept)[:TEMPLATES] if same else kept
 
     def _model_index(self, names):
         """(each model joint's place in `names`, -1 where absent, None if `names` are the model's
@@ -253,6 +271,20 @@ class JointStateInput:
         self.measured_velocity = self.timing is not None and not self.timing.estimating
         self.time, self.valid = now, True
 
+
+
+def _learning(state_ref, wake):
+    """The learner thread of a JointStateInput (`state_ref`, a weak reference: the thread
+    ends once the input is gone): learns each layout handed over, waiting for `wake`."""
+    while True:
+        woken = wake.wait(LEARNER_IDLE)
+        state = state_ref()
+        if state is None:
+            return
+        if woken:
+            wake.clear()
+            state._learn_pending()
+        del state
 
 
 def _fill_absent(q, qd, absent, followed):
