@@ -14,6 +14,9 @@
      numbers read where they lie, in blocks);
    - `+ limits`: `plan_arrays(arrays)` with the arm's limits checked (issue 45).
    And one `Trajectory.sample` [µs] at N = 100 and at the largest N: bisection, O(log N).
+   1b. The interpreter's lock as the tick meets it (`lock_waits`): a thread waking every
+   0.5 ms beside each step at the largest N, its worst wait, beside the same thread's while
+   nothing runs (issue 45: a step that gives the lock back often starves the waiter).
 2. The live node (`rnea-controller --urdf arm.urdf`, states at 200 Hz from test/state_feeder.py,
    state_timeout 1 s so that a stalled feeder on a loaded machine does not stop it, latency
    compensation off so that each `~/reference` stamp is its tick's): the fuzz's largest inputs
@@ -32,11 +35,13 @@
 """
 import argparse
 import array
+import gc
 import os
 from pathlib import Path
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -138,6 +143,67 @@ def planning_row(msg, kw):
             best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw)),
             best_ms(lambda: plan_arrays(JOINTS, *arrays, **kw, limits=LIMITS)),
             best_ms(lambda: plan(JOINTS, to_points(msg), **kw), repeats=2)]
+
+
+def lock_waits(N, repeats=10):
+    """Part 1b: the interpreter's lock as the tick meets it. A thread of this process wakes
+    every 0.5 ms, as the tick wakes (at SCHED_FIFO where allowed), while this thread runs one
+    intake step; its worst wait for the lock during the step, median and worst over
+    `repeats`, beside the same figure while this thread sleeps (the peer: what the host does
+    anyway). A step that gives the lock back more often than the switch interval starves the
+    waiter though it never holds the lock long (docs/timing.md, issue 45)."""
+    msg = message(N, lead=LEAD)
+    data = serialize_message(msg)
+    arrays = wire.read_trajectory(data, STORE)
+    kw = dict(joint_names=JOINTS, position_limits=MODEL.position_limits,
+              current=np.array([Q0, np.zeros(6), np.zeros(6)]), now=0.0)
+    fields = (arrays.names, arrays.times, arrays.positions, arrays.velocities,
+              arrays.accelerations)
+
+    def deserialize():
+        with wire.collection_paused():
+            deserialize_message(data, JointTrajectory)
+    steps = [('sleep 30 ms (the peer)', lambda: time.sleep(0.03)),
+             ('wire read', lambda: wire.read_trajectory(data, STORE)),
+             ('plan_arrays', lambda: plan_arrays(*fields, **kw)),
+             ('plan_arrays + limits', lambda: plan_arrays(*fields, **kw, limits=LIMITS)),
+             ('rclpy deserialize (collector paused)', deserialize)]
+    for _, step in steps:
+        step()  # compiled, loaded, warm
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # the node's intake thread's
+    waits, stop = [], threading.Event()
+
+    def probe():
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(45))
+        except OSError:
+            pass
+        while not stop.is_set():
+            start = time.perf_counter()
+            time.sleep(0.0005)
+            waits.append(time.perf_counter() - start - 0.0005)
+    gc.freeze()  # as the node, after its start
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    time.sleep(0.2)
+    print(f'\nthe lock as the tick meets it: a thread waking every 0.5 ms beside one step of a '
+          f'{N:,}-point trajectory, its worst wait [ms] during the step, median / worst of '
+          f'{repeats}')
+    try:
+        for label, step in steps:
+            worst = []
+            for _ in range(repeats):
+                time.sleep(0.02)
+                waits.clear()
+                step()
+                worst.append(max(waits, default=0.0) * 1e3)
+            print(f'{label:>40} {np.median(worst):6.2f} / {max(worst):6.2f}')
+    finally:
+        stop.set()
+        thread.join()
+        gc.unfreeze()
+        sys.setswitchinterval(interval)
 
 
 def sampling(sizes, kw):
@@ -328,6 +394,7 @@ def main():
     args = parser.parse_args()
     if not args.no_planning:
         planning(args.points)
+        lock_waits(max(args.points))
     if not args.no_node:
         live_node(args.points, args.repeats, args.node_tree, args.only, args.force_realtime)
 
