@@ -76,7 +76,7 @@ import yaml
 from rnea_controller.analysis.bounds import bounding_ellipsoids
 from rnea_controller.analysis.smoothing import Smoother
 from rnea_controller.control import parameters
-from rnea_controller.control.friction import friction_columns, friction_torque
+from rnea_controller.control.friction import friction_columns
 from rnea_controller.control.friction import KINDS as FRICTION_KINDS
 from rnea_controller.control.law import default_joints, validate_parameters
 from rnea_controller.control.parameters import joint_of_parameter
@@ -163,15 +163,6 @@ def parameter_names(model):
     for kind in JOINT_KINDS:
         names += [f'{joint}.{kind}' for joint in model.joint_names]
     return names
-
-
-def _friction_column(qd, kind, width, stribeck_velocity):
-    """`friction_columns(qd, width, stribeck_velocity)[..., k]` of kind KINDS[k] alone, the
-    same numbers (`friction_torque` of the unit of that kind), without the other three: the
-    candidates take one kind of each (width, Stribeck velocity)."""
-    unit = np.eye(len(FRICTION_KINDS))[FRICTION_KINDS.index(kind)]
-    qd = np.asarray(qd, dtype=float)
-    return friction_torque(*unit, width, stribeck_velocity, qd) * np.ones_like(qd)
 
 
 class _Rows:
@@ -399,8 +390,8 @@ class Identification:
         `friction.friction_columns`'s."""
         N, n = q.shape
         own = [qdd, qd, np.ones_like(qd)]
-        own += [_friction_column(qd, 'coulomb', w, 1.0) for w in self.widths]
-        own += [_friction_column(qd, 'stribeck', w, v) for w in self.widths
+        own += [friction_columns(qd, w, 1.0, ('coulomb',))[..., 0] for w in self.widths]
+        own += [friction_columns(qd, w, v, ('stribeck',))[..., 0] for w in self.widths
                 for v in self.stribeck_velocities]
         return np.concatenate([regressor_batch(self.model, q, qd, qdd),
                                np.stack(own, axis=-1)], axis=2)

@@ -130,7 +130,7 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    UR10 wrist of 0.01 kg·m² under 1.7 N·m of friction gathered 0.08 N·m in 1.5 s and ended
    3.9 mrad off), at most what crosses that band in BAND_DELAYS x the loop's lateness (the
    corpus's quick draw: 13 of 20 at the bar before, 17 so, 15 uncapped: stick-slip).
-   A crossing of the goal at rest (`_crossed`; rule 8's hunt sides, beyond HUNT_AMPLITUDE)
+   A crossing of the goal at rest (`_side_changed`, beyond HUNT_AMPLITUDE; `_crossed`)
    takes out of the integral the friction it was overcoming, the estimated friction at the
    crossing's velocity (b^ qd + c^ tanh(qd / w)), never past 0 (a reset integrator, Clegg's,
    to the torque that holds the joint rather than to 0). Why: the integral that carried a

@@ -33,9 +33,11 @@ def friction_torque(viscous: 'Value', coulomb: 'Value', offset: 'Value', stribec
             + stribeck * sign * np.exp(-(qd / stribeck_velocity) ** 2))
 
 
-def friction_columns(qd: 'Value', width: float, stribeck_velocity: float) -> np.ndarray:
-    """(..., 4) the torque per unit of each of KINDS at qd [rad/s] (`friction_torque`'s)."""
+def friction_columns(qd: 'Value', width: float, stribeck_velocity: float,
+                     kinds: tuple = KINDS) -> np.ndarray:
+    """(..., len(kinds)) the torque per unit of each of `kinds` (of KINDS; default all four,
+    in KINDS' order) at qd [rad/s] (`friction_torque`'s)."""
     qd = np.asarray(qd, dtype=float)
-    units = np.eye(len(KINDS))
+    units = np.eye(len(KINDS))[[KINDS.index(kind) for kind in kinds]]
     return np.stack([friction_torque(*unit, width, stribeck_velocity, qd) * np.ones_like(qd)
                      for unit in units], axis=-1)
