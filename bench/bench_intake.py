@@ -304,17 +304,26 @@ def live_node(sizes, repeats, tree=None, only=None, force_realtime=False):
               'bar: the gap with the input at most one period over the quiet one')
         print(f'{"input":>34} {"gap quiet":>10} {"gap input":>10} {"missed quiet":>13} '
               f'{"missed input":>13} taken  bar')
-        worst = {}
+        gaps = {}
         for label, send, taken in inputs(refs, sizes):
             if only and not any(word in label for word in only):
                 continue
             for _ in range(repeats):
                 quiet, loaded, line = one_send(refs, send, taken, log)
                 print(f'{label:>34} {line}  {"met" if loaded <= quiet + 1.0 else "MISSED"}')
-                q, w = worst.get(label, (0.0, 0.0))
-                worst[label] = (max(q, quiet), max(w, loaded))
+                gaps.setdefault(label.strip(), []).append((quiet, loaded))
         print('worst over the repeats [ms], quiet / with the input: ' + '; '.join(
-            f'{label.strip()} {q:.1f} / {w:.1f}' for label, (q, w) in worst.items()))
+            f'{label} {max(q for q, _ in rows):.1f} / {max(w for _, w in rows):.1f}'
+            for label, rows in gaps.items()))
+        # one repeat's worst gap is one sample of the host's worst (this VM's idle FIFO
+        # thread sees 10-ms gaps now and then, in either window): the medians over the
+        # repeats compare the input with the quiet without those single draws
+        print('median over the repeats [ms], quiet / with the input, bar (one period over): '
+              + '; '.join(f'{label} {np.median([q for q, _ in rows]):.1f} / '
+                          f'{np.median([w for _, w in rows]):.1f} '
+                          + ('met' if np.median([w for _, w in rows])
+                             <= np.median([q for q, _ in rows]) + 1.0 else 'MISSED')
+                          for label, rows in gaps.items()))
     finally:
         refs.close()
         feeder.close()
