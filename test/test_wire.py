@@ -16,6 +16,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from rnea_controller import wire
+from rnea_controller.control.timing import LoopTiming
 from rnea_controller.ros import inputs as inputs_module
 from rnea_controller.ros.inputs import JointStateInput, TEMPLATES
 from rnea_controller.ros.outputs import command_writer, joint_state_writer
@@ -250,6 +251,30 @@ def test_two_drivers_layouts_alternating_on_one_topic_are_both_read_in_place():
         assert state.learned(30.0)
     assert not state.reads_in_place(_wire_bytes(arm))
     assert state._learner is learner and learner.is_alive()  # one thread learnt them all
+
+
+def test_states_refused_for_their_values_are_read_in_place_and_refused_alike():
+    """A second publisher's positions-only states in a stream whose velocities are measured
+    are refused state after state: their layout is learnt (well formed: only the values
+    refuse them), so each costs a read in place rather than rclpy's deserialization, with
+    the same refusal. A state refused for its names or sizes is never a template."""
+    state = JointStateInput(MODEL, timing=LoopTiming(len(MODEL), 0.001))
+    arm = JointState(name=['j1', 'j2', 'j3'], position=[0.1, 0.2, 0.3], velocity=[0.0] * 3)
+    state.take_serialized(_wire_bytes(arm))
+    second = JointState(name=['j1', 'j2', 'j3'], position=[0.4, 0.5, 0.6])
+    for _ in range(3):
+        with pytest.raises(ValueError, match='no velocities in a stream whose velocities are '
+                                             'measured'):
+            state.take_serialized(_wire_bytes(second))
+        assert state.learned(30.0)
+        assert state.reads_in_place(_wire_bytes(second))
+    np.testing.assert_array_equal(state.q, [0.1, 0.2, 0.3])
+    short = JointState(name=['j1', 'j2', 'j3', 'j4'], position=[0.4, 0.5, 0.6])
+    for _ in range(2):
+        with pytest.raises(ValueError, match='3 positions and 0 velocities for 4 names'):
+            state.take_serialized(_wire_bytes(short))
+        state.learned(30.0)
+    assert not state.reads_in_place(_wire_bytes(short))
 
 
 def test_rclpy_serialized_bytes_with_a_tail_go_the_full_way_and_are_taken():

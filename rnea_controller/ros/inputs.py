@@ -90,6 +90,7 @@ class JointStateInput:
         # takes of distinct layouts, newest first (replaced whole by the learner: the tick
         # reads a tuple that never changes under it)
         self._names, self._mapping = None, None
+        self._well_formed = False  # the last full take got past its names and sizes
         self._templates = ()
         self.learn_off_tick = learn_off_tick  # False: learnt in `take_serialized`'s call
         self._pending = None  # (raw, msg, mapping, shape, count) of the newest full take
@@ -115,8 +116,15 @@ class JointStateInput:
         except Exception as error:  # noqa: BLE001 - rclpy raises several kinds
             raise ValueError(f'{len(raw)} bytes that do not deserialize as a JointState '
                              f'({type(error).__name__}: {error})') from None
-        self.take(msg, velocity_source, arrival)
-        self._learn_later(raw, msg, self._mapping)
+        self._well_formed = False
+        try:
+            self.take(msg, velocity_source, arrival)
+        finally:
+            # a state refused for its values (not its names or sizes: the in-place read
+            # checks neither) has its layout learnt too: a second publisher's stream, refused
+            # state after state, then costs a read in place, not rclpy's deserialization
+            if self._well_formed:
+                self._learn_later(raw, msg, self._mapping)
 
     def take(self, msg, velocity_source='auto', arrival=None):
         """Take a JointState whole, or raise ValueError saying what is wrong with it
@@ -132,6 +140,7 @@ class JointStateInput:
         if len(position) != n or (velocity is not None and len(velocity) != n):
             raise ValueError(f'{len(position)} positions and {len(msg.velocity)} velocities for '
                              f'{n} names (velocities may also be empty)')
+        self._well_formed = True  # names checked and mapped, sizes agree: only values remain
         stamp = msg.header.stamp
         self._take_arrays(position, velocity, self._mapping, velocity_source,
                           stamp.sec * 1_000_000_000 + stamp.nanosec, arrival)

@@ -63,6 +63,7 @@ from rnea_controller.ros.trajectory_intake import TrajectoryIntake
 NODE_NAME = 'rnea_controller'
 PARAMETERS = {spec.name: spec for spec in GLOBAL}  # the node's global parameters (the table)
 SOURCES_PERIOD = 0.2  # [s] between two looks at the joint states' publishers
+STATE_WARNING_PERIOD = 1.0  # [s] at most one warning of a refused joint state per this time
 UNKNOWN = '_NODE_NAME_UNKNOWN_'  # rmw's name of a node not discovered yet
 INPUTS = ('joint_states', 'joint_trajectory', 'external_wrench', 'robot_description',
           'parameters')
@@ -81,6 +82,7 @@ class ControllerNode(LifecycleNode):
         self._lifecycle = 'unconfigured'
         self.sources = None  # while active: why the joint states come from several sources
         self.rejected = dict.fromkeys(INPUTS, 0)
+        self._state_warned = -math.inf  # [s] monotonic, the last refused state's warning
         self.states_received = 0
         self._kernels_logged = False
         self._urdf_from_topic, self._base_model = None, None
@@ -435,9 +437,14 @@ class ControllerNode(LifecycleNode):
     def _reject(self, kind, error):
         """Count a refused message and say why (joint-state warnings at most once a second)."""
         self.rejected[kind] += 1
+        if kind == 'joint_states':  # throttled here: rclpy's throttled call costs 0.7-0.9 ms
+            now = time.monotonic()  # of the tick even when it logs nothing (issue 45)
+            if now - self._state_warned < STATE_WARNING_PERIOD:
+                return
+            self._state_warned = now
         message = f'{kind} message refused ({self.rejected[kind]} so far): {error}'
         if kind == 'joint_states':
-            self.get_logger().warning(message, throttle_duration_sec=1.0)
+            self.get_logger().warning(message)
         else:
             self.get_logger().error(message)
 
