@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 import re
 import signal
+import threading
 import time
 
 from conftest import console_script, Processes, stamp, wait_for
@@ -24,6 +25,7 @@ import pytest
 import rclpy
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from starvation import check, CpuWait
 from state_feeder import StateFeeder
@@ -575,10 +577,7 @@ def test_states_stamped_50_ms_early_or_late_are_timed_by_their_arrival(setup, pr
     the stamps were taken at their word and the reference went 50 ms off (tracking RMS 20-50
     times worse). Measured on the node's own reference, the same run, offsets in turn."""
     client, _, _ = setup
-    lags = []
-    sub = client.node.create_subscription(
-        JointState, '/arm3/rnea_controller/reference',
-        lambda msg: lags.append(stamp(msg) - time.time()), 1000)
+    lags = ReceptionLags(client.node.context, '/arm3/rnea_controller/reference')
     feeder = StateFeeder('/arm3/joint_states', rate=500.0)
     proc = start_controller_in(processes, '/arm3')
     meter = CpuWait({'rnea-controller': proc, 'feeder': feeder.proc, 'test': os.getpid()})
@@ -587,19 +586,55 @@ def test_states_stamped_50_ms_early_or_late_are_timed_by_their_arrival(setup, pr
         for offset in (0.0, -0.05, 0.05):
             feeder.set(JOINTS, Q0, np.zeros(6), stamp_offset=offset)
             time.sleep(2.5)  # StampClock: the window of the switch, then a whole one (< 2 s)
-            lags.clear()
-            assert wait_for(lambda: len(lags) > 200, 10.0), processes.output(proc)
-            medians[offset] = float(np.median(lags))
-        # against what a 50 ms misplacement shows; this subscriber measures the lag when a
-        # reference arrives, so its own starvation adds to it (starvation.check says so)
+            lags.lags.clear()
+            assert wait_for(lambda: len(lags.lags) > 200, 10.0), processes.output(proc)
+            medians[offset] = float(np.median(lags.lags))
+        # against what a 50 ms misplacement shows; each lag is taken at the reference's
+        # reception by the middleware (before: when this test's executor delivered it, whose
+        # backlog at 2 kHz of references made the lags 20 ms-1.7 s late in most whole-suite
+        # runs, each skipped as starved), so only the node's own starvation adds to it
         check(abs(medians[0.0]) < 0.01, f'median lags {medians} s', meter)
         check(abs(medians[-0.05] - medians[0.0]) < 0.005, f'median lags {medians} s', meter)
         check(abs(medians[0.05] - medians[0.0]) < 0.005, f'median lags {medians} s', meter)
         assert 'ms from their arrival' in processes.output(proc)  # the warning, once
         assert processes.output(proc).count('ms from their arrival') == 1
     finally:
-        client.node.destroy_subscription(sub)
+        lags.close()
         feeder.close()
+
+
+class ReceptionLags:
+    """The lags [s] of a topic's JointStates: each one's stamp minus its reception by the
+    middleware (MessageInfo's received_timestamp, the system clock, the stamps'), taken from
+    the middleware's queue by a thread of its own, as the node takes its states
+    (ros/state_intake.py): no executor, so no executor's backlog, is between them."""
+
+    def __init__(self, context, topic):
+        self.lags = []
+        self.node = rclpy.create_node('reception_lags', context=context, enable_rosout=False,
+                                      start_parameter_services=False)
+        self.subscription = self.node.create_subscription(
+            JointState, topic, lambda raw: None, 1000, raw=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name='reception lags', daemon=True)
+        self._thread.start()
+
+    def _poll(self):
+        take = self.subscription.handle.take_message
+        while not self._stop.is_set():
+            taken = take(JointState, True)
+            if taken is None:
+                time.sleep(0.002)  # the queue keeps 1,000: 0.5 s of references
+                continue
+            raw, info = taken
+            received = info['received_timestamp']
+            if received:
+                self.lags.append(stamp(deserialize_message(raw, JointState)) - received * 1e-9)
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5.0)
+        self.node.destroy_node()
 
 
 def change_state(client, transition_id, timeout=5.0, node='/rnea_controller'):
