@@ -207,10 +207,17 @@ def _sample(times, coefficients, final_position, t, out):
     s = max(t - times[k], 0.0)
     c = coefficients[k]
     for j in range(c.shape[1]):
-        c0, c1, c2, c3, c4, c5 = c[0, j], c[1, j], c[2, j], c[3, j], c[4, j], c[5, j]
-        out[0, j] = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
-        out[1, j] = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
-        out[2, j] = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * 20.0 * c5))
+        out[0, j], out[1, j], out[2, j] = _quintic(c, j, s)
+
+
+@njit(cache=True, inline='always')
+def _quintic(c, j, s):
+    """(q, qd, qdd) of joint j of one segment's coefficients c (6, n) at s [s] into it
+    (Horner's scheme; `_horner` is the same in numpy, over many segments)."""
+    c0, c1, c2, c3, c4, c5 = c[0, j], c[1, j], c[2, j], c[3, j], c[4, j], c[5, j]
+    return (c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5)))),
+            c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5))),
+            2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * 20.0 * c5)))
 
 
 def _check_names(names, joint_names, allow_partial):
@@ -498,14 +505,9 @@ def _first_torque_beyond(c, T, index, parents, prismatic, axes, R_tree, p_tree, 
     for start in range(0, N, rows):
         count = min(rows, N - start)
         for k in range(count):
-            s = T[start + k]
             for jj in range(m):
-                c0, c1, c2 = c[start + k, 0, jj], c[start + k, 1, jj], c[start + k, 2, jj]
-                c3, c4, c5 = c[start + k, 3, jj], c[start + k, 4, jj], c[start + k, 5, jj]
                 i = index[jj]
-                q[k, i] = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
-                qd[k, i] = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * 5.0 * c5)))
-                qdd[k, i] = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * 20.0 * c5))
+                q[k, i], qd[k, i], qdd[k, i] = _quintic(c[start + k], jj, T[start + k])
         rnea_kernel.rnea_batch(parents, prismatic, axes, R_tree, p_tree, I, armature,
                                q[:count], qd[:count], qdd[:count], v0, a0, f_ext, tau[:count])
         for k in range(count):

@@ -437,16 +437,13 @@ class ControllerNode(LifecycleNode):
     def _reject(self, kind, error):
         """Count a refused message and say why (joint-state warnings at most once a second)."""
         self.rejected[kind] += 1
-        if kind == 'joint_states':  # throttled here: rclpy's throttled call costs 0.7-0.9 ms
-            now = time.monotonic()  # of the tick even when it logs nothing (issue 45)
-            if now - self._state_warned < STATE_WARNING_PERIOD:
-                return
-            self._state_warned = now
         message = f'{kind} message refused ({self.rejected[kind]} so far): {error}'
-        if kind == 'joint_states':
+        if kind != 'joint_states':
+            return self.get_logger().error(message)
+        now = time.monotonic()  # throttled here: rclpy's throttled call costs the tick
+        if now - self._state_warned >= STATE_WARNING_PERIOD:  # 0.7-0.9 ms even when it
+            self._state_warned = now  # logs nothing (issue 45)
             self.get_logger().warning(message)
-        else:
-            self.get_logger().error(message)
 
     def _log_waiting(self):
         """Once a second, while there is no model: what the node waits for."""
