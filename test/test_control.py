@@ -200,6 +200,11 @@ def ur5():
     return RobotModel.from_urdf_file(robot_data_urdf(ROBOTS['ur5'][0]))
 
 
+@pytest.fixture(scope='module')
+def xarm7():
+    return RobotModel.from_urdf_file(robot_data_urdf('xarm_description/urdf/xarm7.urdf'))
+
+
 def test_effort_clamp_takes_the_smaller_limit_and_counts_saturation(ur5):
     wrist = ur5.joint_names[-1]
     cfg = validate_parameters({f'effort_limits.{wrist}': 5.0}, ur5)
@@ -226,13 +231,15 @@ def test_torque_rate_limit_bounds_the_step_between_ticks(ur5):
     assert np.any(np.abs(second - first) > 0.99)
 
 
-def _step_bounds(model, delay):
-    """Issue 43's step bound per joint from Pinocchio: M_ii(q0) qd_max / max(delay, 1 ms) [N·m],
-    q0 the zero position clipped into the limits, M by CRBA on the URDF."""
+def _step_bounds(model, delay, damped=False):
+    """Issue 43's step bound per joint from Pinocchio: (M_ii(q0) / max(delay, 1 ms) + b) qd_max
+    [N·m], q0 the zero position clipped into the limits, M by CRBA on the URDF, b its
+    <dynamics damping> where the law is told it (`damped`), else 0."""
     pm = pin.buildModelFromXML(model.urdf)
     q0 = np.clip(np.zeros(model.n), model.position_limits[:, 0], model.position_limits[:, 1])
     M = pin.crba(pm, pm.createData(), q0)
-    return np.diag(M) * np.asarray(model.velocity_limits) / max(delay, 1e-3)
+    b = np.asarray(pm.damping) if damped else np.zeros(model.n)
+    return (np.diag(M) / max(delay, 1e-3) + b) * np.asarray(model.velocity_limits)
 
 
 @pytest.mark.parametrize('delay', [0.0, 0.01])
@@ -260,6 +267,25 @@ def test_the_step_bound_holds_on_commands_the_law_was_never_meant_to_make(ur5, d
     assert np.all(steps <= bounds * (1 + 1e-9) + 1e-12), (steps.max(axis=0), bounds)
     held = bounds < 2.0 * cfg.effort_limits  # the joints whose bound is below the swing
     assert held.any() and np.all(controller.stepped[held] > 0), controller.stepped
+    np.testing.assert_allclose(controller.step_bounds, bounds, rtol=1e-9)
+
+
+def test_a_joint_its_friction_damps_may_step_by_what_the_damping_takes(xarm7):
+    """The step bound of a joint told a viscous friction b adds b qd_max: its velocity answers
+    a torque step Δ by at most Δ / b however light it is (the SO-100's wrist, 1e-5 kg·m² under
+    2 N·m·s/rad, had its command held at 0.01 N·m per tick by the inertia's bound alone, and
+    driven away from its goal for half a second by a command the law had left; issue 43's
+    corpus). The xArm7 told its URDF's damping (10/10/5/5/5/2/2), the estimate off: the bound
+    is (M_ii(q0) / d + b) qd_max, M and b by Pinocchio."""
+    values = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0,
+              'friction_source': 'urdf'}
+    cfg = validate_parameters(values, xarm7)
+    controller = Controller(cfg)
+    controller.lateness = 0.01
+    q, ref = np.zeros(xarm7.n), np.zeros((3, xarm7.n))
+    controller.command(cfg, q, q, ref)
+    bounds = _step_bounds(xarm7, 0.01, damped=True)
+    assert np.all(bounds > _step_bounds(xarm7, 0.01) + 1.0)
     np.testing.assert_allclose(controller.step_bounds, bounds, rtol=1e-9)
 
 

@@ -111,7 +111,20 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    never accelerates, so no residual shows its inertia (the geared row 7.6e-3 -> 2.1e-3 rad;
    the real `--geared` demo 64-70 mrad FAIL -> 5.6). Why bounded: a joint held by an obstacle
    and let go is back at its true inertia; a held xArm7 wrist, released, peaked at 2.0-3.3x
-   its velocity limit unbounded, 1.1-1.4x so.
+   its velocity limit unbounded, 1.1-1.4x so. What it grew is a guess (`probe`), and the
+   breakaway measures it (`_broke_away`): in the first 2 d after the joint moves faster than
+   its reference, its way (d the loop's lateness, at least a period), each new state's
+   acceleration bounds its inertia by (|tau| + |T0|) / |qdd_m| (the command and the model's
+   torque drive it, friction only holds it back), and a^ is cut to that times the loop's
+   reach max(1, 1 / (Kd d)) (the feedback's damping through M_ii + a^ on the true inertia,
+   Kd (M_ii + a^) / m, loses at most a radian of phase to the lateness), never below the a^
+   before the guess: a true rotor accelerates slowly and is never cut. Why: on the UR3's
+   wrist (about 3e-3 kg·m², 2.6 N·m of Coulomb friction, commands 7 ms late) the guess grew
+   a^ to 0.15 kg·m² before it broke away, then the feedback 50x too stiff swung its command
+   ±9 N·m and the joint to 2.3x its velocity limit: the brake (issue 43's corpus; now 0.65x,
+   no brake). Over the corpus's three seeds (480 cases), with the next two rules below and
+   the step bound's damping (law.py): 426 -> 439 at the bar; cases with a runaway or a
+   brake 35 -> 24.
 7. The integral at rest (`_integrate`). += dt Ki (M_ii(q0) + a^ + b^ / Kd + s) e, clamped to
    ±`integral_clamp` x the effort limit, while the reference rests, the command is not limited,
    the joint is slower than INTEGRAL_GATE and than its PD's pace Kp/Kd |e| (`_pace`), or than
@@ -140,7 +153,16 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    mrad/s with 1.4 N·m stored and slid 5.8 mrad past it (PD stiffness 4 N·m/rad), the xArm7's
    joint7 stick-slipped ±4.3 mrad (issue 43's corpus: 146 of 160 cases at the bar before, 150
    so). To 0 instead, a joint whose integral held a bias (a gravity error) fell back at each
-   crossing (the SO-100's elbow: a ±2.5 mrad cycle).
+   crossing (the SO-100's elbow: a ±2.5 mrad cycle). A breakaway at rest (`_stands`) is the
+   same moment earlier: a joint that stood longer than its PD's own time Kd / Kp (in which
+   the PD alone would have moved it were it free) while the integral gathered, then moves
+   towards its goal, slides on more than its friction; the integral loses the same estimated
+   friction, at most what it gathered while the joint stood. Why: the reset at the crossing
+   came after the slide, and a Stribeck friction (static above kinetic) carried the UR10's
+   and the xArm7's wrists 2-4 mrad past their goals, stick-slipping to the end of the hold
+   (corpus seed 1: 151 -> 154 of 160). Why the stand's length: a frictionless z1 wrist
+   ringing ±0.07 mrad at 20 Hz about its goal passed the gate every cycle and lost its
+   integral each time, ending 1.1 mrad off; a ring never stands for Kd / Kp.
 8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
    through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
    m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
@@ -230,11 +252,15 @@ def work_shapes(n: int, m: int) -> dict:
     has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
     1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,);
     swing (8, m) rule 8's measures of the command [N·m], the velocity [rad/s] and the hunt;
-    calmed (m,) how often rule 8 acted."""
+    calmed (m,) how often rule 8 acted; probe (6, m): rule 6's guess, the a^ [kg·m²] it added
+    that no acceleration has measured yet, the newest state's velocity [rad/s], the
+    acceleration [rad/s²] from the state before (0 while no new state arrives), the time [s]
+    since the joint broke away (0: not); rule 7's integral [N·m] when the joint last came to
+    a stand at rest, and how long [s] it has stood."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
                 q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(8, m),
-                calmed=(m,))
+                calmed=(m,), probe=(6, m))
 
 
 def initial(arrays: dict) -> None:
@@ -283,6 +309,7 @@ def reset(arrays: dict) -> None:
     arrays['integral'][:] = 0.0
     arrays['settled'][:] = 0.0
     arrays['swing'][:] = 0.0
+    arrays['probe'][:] = 0.0
     arrays['count'][:] = 0
     arrays['applied'][:] = 0.0
     for k in range(arrays['P'].shape[0]):
@@ -325,6 +352,14 @@ def window(model: LawModel, work: LawWork, state_dt: float, qm: np.ndarray,
             work.qd_last[i] = qdm[i]
             work.q_first[i] = qm[i]
         QDD[2, i] = (qdm[i] - work.qd_last[i]) / work.elapsed[0] if closing else 0.0
+    probe = work.probe
+    for k in range(model.index.shape[0]):
+        if new:
+            v = qdm[model.index[k]]
+            probe[2, k] = (v - probe[1, k]) / (model.dt if state_dt < 0.0 else state_dt)
+            probe[1, k] = v
+        else:
+            probe[2, k] = 0.0
     return closing
 
 
@@ -537,18 +572,51 @@ def _unstick(model, work, ref):
     if model.forget == 1.0 or model.pd or work.schedule[UNSTICK] == 0.0:
         return
     growth = model.dt / ARMATURE_GROWTH
+    probe = work.probe
     for k in range(model.index.shape[0]):
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
+        qd_m = qd_d - ed
+        still = abs(qd_m) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
+        probe[0, k] = min(probe[0, k], work.theta[0, k])  # what rule 2 took back is not
+        if probe[0, k] > 0.0 and (probe[3, k] > 0.0 or abs(qd_m) > abs(qd_d)):
+            _broke_away(model, work, k, qd_m * e > 0.0)
         inertia = model.inertia[k] + work.theta[0, k]
-        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0
-                and abs(qd_d - ed) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
+        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0 and still
                 and work.tau[k] == work.raw[k]
                 and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
-            work.theta[0, k] = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
+            grown = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
+            probe[0, k] += grown - work.theta[0, k]
+            work.theta[0, k] = grown
             P = work.P[k]
             for b in range(1, ESTIMATED):
                 P[0, b] = P[b, 0] = 0.0
             P[0, 0] = GAIN  # a^ grown without evidence: the first acceleration corrects it
+
+
+@njit(cache=True)
+def _broke_away(model, work, k, forward):
+    """Rule 6's check of joint k, whose a^ it grew by probe[0, k], in the first 2 d (the loop's
+    lateness, at least a period) after it broke away: its acceleration from rest measures its
+    inertia at most (|tau| + |T0|) / |qdd_m|, tau the command, T0 the model's torque (gravity,
+    Coriolis) that may have helped it, friction only holding it back. a^ is cut to that, never
+    below what it was before the probe: a true rotor is never cut. probe[0, k] keeps what is
+    left of the guess (rule 2's estimate takes it over as it measures a^)."""
+    probe = work.probe
+    probe[3, k] += model.dt
+    acceleration = abs(probe[2, k])
+    if forward and acceleration > 0.0:
+        drive = (max(abs(work.tau[k]), abs(work.previous[k]))
+                 + abs(work.T[0, model.index[k]]))
+        # the feedback's damping through M_ii + a^ on a joint of inertia m, Kd (M_ii + a^) / m,
+        # stays within the loop's reach 1 / d (its phase lost to the lateness at most a radian)
+        reach = max(1.0, 1.0 / (model.kd[k] * max(work.delay[0], model.dt)))
+        cut = work.theta[0, k] - max(reach * drive / acceleration - model.inertia[k],
+                                     work.theta[0, k] - probe[0, k], 0.0)
+        if cut > 0.0:
+            work.theta[0, k] -= cut
+            probe[0, k] -= cut
+    if not forward or probe[3, k] > 2.0 * max(work.delay[0], model.dt):
+        probe[3, k] = 0.0
 
 
 @njit(cache=True)
@@ -612,8 +680,12 @@ def _calm(model, work, qd, ref):
         side = swing[7, k]
         if _hunts(swing, k, work.e[0, k], _resting(ref, k), model.dt / HUNT_TIME):
             work.theta[3, k] *= 0.5  # c^'s slope in e is the spring it hunts on
-        if _resting(ref, k) and side != 0.0 and swing[7, k] != side:
-            _crossed(model, work, k, qd[model.index[k]])
+        v = qd[model.index[k]]
+        if _resting(ref, k):
+            if side != 0.0 and swing[7, k] != side:
+                _crossed(model, work, k, v, work.integral[k])
+            else:
+                _stands(model, work, k, v)
         chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
         vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, 1.0 / model.velocity[k],
                            VIBRATION)
@@ -627,14 +699,36 @@ def _calm(model, work, qd, ref):
 
 
 @njit(cache=True)
-def _crossed(model, work, k, v):
-    """Rule 7's reset: joint k crossed its goal at rest at velocity v [rad/s]; the integral,
-    if it drove that way, loses the estimated friction at v (b^ v + c^ tanh(v / w)), at most
-    down to 0."""
+def _stands(model, work, k, v):
+    """Rule 7's breakaway at rest: probe[4, k] keeps the integral when joint k came to a stand
+    (slower than the integral's gate; swing[5, k] its velocity at the last tick), probe[5, k]
+    how long it has stood; when it moves again towards its goal at velocity v [rad/s] after
+    standing longer than its PD's own time Kd / Kp (which would have moved a free joint), what
+    the integral gathered while it stood is what carried it through its friction's band, and
+    is taken out as at a crossing. A joint that rings about its goal never stands that long."""
+    e = work.e[0, k]
+    gate = min(INTEGRAL_GATE, _pace(model, k) * abs(e))
+    was = abs(work.swing[5, k]) < gate
+    if abs(v) < gate:
+        if not was:
+            work.probe[4, k] = work.integral[k]
+            work.probe[5, k] = 0.0
+        work.probe[5, k] += model.dt
+    elif was and v * e > 0.0 and work.probe[5, k] * _pace(model, k) > 1.0:
+        _crossed(model, work, k, v, work.integral[k] - work.probe[4, k])
+
+
+@njit(cache=True)
+def _crossed(model, work, k, v, gathered):
+    """Rule 7's reset: joint k crossed its goal at rest, or broke away towards it, at velocity
+    v [rad/s]; the integral, if it drove that way, loses the estimated friction at v (b^ v +
+    c^ tanh(v / w)), at most what it `gathered` [N·m] (all of it at a crossing; at a breakaway,
+    since the joint came to a stand), never past 0."""
     integral = work.integral[k]
-    if integral * v > 0.0:
+    if integral * v > 0.0 and gathered * v > 0.0:
         f = work.theta[1, k] * v + max(work.theta[3, k], 0.0) * math.tanh(v / model.width)
-        work.integral[k] = math.copysign(max(abs(integral) - abs(f), 0.0), integral)
+        f = min(abs(f), abs(gathered))
+        work.integral[k] = math.copysign(max(abs(integral) - f, 0.0), integral)
 
 
 @njit(cache=True)

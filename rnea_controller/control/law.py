@@ -800,17 +800,22 @@ def _limit(raw, previous, limits, step, tau, saturation):
 @njit(cache=True)
 def _bounded(model, work, step):
     """The step bound (issue 43), in place on work.tau after `_limit`: per controlled joint
-    |tau - previous| <= bound = (M_ii(q0) + a^) qd_max / d [N·m], d = max(the loop's
-    lateness, a period) [s] (`Controller.lateness`): the torque that takes the joint's
-    inertia, as the law knows it, from rest to its velocity limit within the time the loop
-    needs to see the arm answer. A command the law changes faster would move the joint further
+    |tau - previous| <= bound = ((M_ii(q0) + a^) / d + b + b^) qd_max [N·m], d = max(the loop's
+    lateness, a period) [s] (`Controller.lateness`), b + b^ the viscous friction told and
+    measured (at least 0): the torque that takes the joint, as the law knows it, from rest to
+    its velocity limit within the time the loop needs to see the arm answer (its inertia's
+    share, and its damping's: a joint its friction damps answers a step Δ by at most Δ / b;
+    without it the SO-100's 1e-5 kg·m² wrist under 2 N·m·s/rad could change its command by
+    0.01 N·m per tick, and a command the law had left drove it from its goal for 0.5 s).
+    A command the law changes faster would move the joint further
     than the loop can watch; a law that misjudges an arm (chatter, a wrong estimate) is so kept
     from a bang-bang command. The brake and the gravity hold do not pass here. Where the
     bound acts, `stepped` counts it (and `saturation`). step < 0: no previous command (the
     first after a reset), no bound."""
     d = max(work.delay[0], model.dt)
     for k in range(model.index.shape[0]):
-        bound = (model.inertia[k] + work.theta[0, k]) * model.velocity[k] / d
+        damping = max(model.viscous[k] + work.theta[1, k], 0.0)
+        bound = ((model.inertia[k] + work.theta[0, k]) / d + damping) * model.velocity[k]
         work.bound[k] = bound
         if step < 0.0:
             continue

@@ -8,7 +8,8 @@ from numba.experimental import structref
 
 # the adaptation's state in LawWork (control/adaptation.py `work_shapes` gives their shapes)
 ADAPTATION_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral',
-                     'settled', 'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed')
+                     'settled', 'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed',
+                     'probe')
 
 
 class _Record(types.StructRef):
