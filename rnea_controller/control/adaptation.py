@@ -567,8 +567,9 @@ def _gain(P, phi, Pphi, lam):
 def _unstick(model, work, ref):
     """Rule 6: a joint that does not follow grows a^, M_ii + a^ by e per ARMATURE_GROWTH (at
     most max_armature), and a^'s variance is reset to GAIN (a guess, not a measurement: once
-    the joint moves, the residual corrects it at once). Off with the estimate off, for
-    feedforward_pd (its gains do not act through M) and with the schedule's UNSTICK 0."""
+    the joint moves, the residual corrects it at once), kept in probe[0] until the breakaway
+    measures it (`_broke_away`). Off with the estimate off, for feedforward_pd (its gains do
+    not act through M) and with the schedule's UNSTICK 0."""
     if model.forget == 1.0 or model.pd or work.schedule[UNSTICK] == 0.0:
         return
     growth = model.dt / ARMATURE_GROWTH
@@ -577,7 +578,7 @@ def _unstick(model, work, ref):
         e, ed, qd_d = work.e[0, k], work.e[1, k], ref[1, k]
         qd_m = qd_d - ed
         still = abs(qd_m) < min(0.5 * abs(qd_d), INTEGRAL_GATE)
-        probe[0, k] = min(probe[0, k], work.theta[0, k])  # what rule 2 took back is not
+        probe[0, k] = min(probe[0, k], work.theta[0, k])  # rule 2 measured the rest
         if probe[0, k] > 0.0 and (probe[3, k] > 0.0 or abs(qd_m) > abs(qd_d)):
             _broke_away(model, work, k, qd_m * e > 0.0)
         inertia = model.inertia[k] + work.theta[0, k]
