@@ -77,6 +77,7 @@ def reference():
 @example(values={'effort_limits.joint5': 5e-324})  # the residual's unit and the contact
 # threshold underflowed to 0: both divided by it
 @example(values={'update_rate': 10, 'gains.joint5.p': 0.0})
+@example(values={'gains.joint5.d': 0.0})  # rule 6's breakaway divided by Kd d (stop 52)
 def test_any_accepted_configuration_commands_finite_torques_within_the_limits(values):
     try:
         validate_parameters(values, MODEL)

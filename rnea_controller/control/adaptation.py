@@ -610,7 +610,8 @@ def _broke_away(model, work, k, forward):
                  + abs(work.T[0, model.index[k]]))
         # the feedback's damping through M_ii + a^ on a joint of inertia m, Kd (M_ii + a^) / m,
         # stays within the loop's reach 1 / d (its phase lost to the lateness at most a radian)
-        reach = max(1.0, 1.0 / (model.kd[k] * max(work.delay[0], model.dt)))
+        damping = model.kd[k] * max(work.delay[0], model.dt)  # Kd d (0: no damping feedback)
+        reach = max(1.0, 1.0 / damping) if damping > 0.0 else 1.0
         cut = work.theta[0, k] - max(reach * drive / acceleration - model.inertia[k],
                                      work.theta[0, k] - probe[0, k], 0.0)
         if cut > 0.0:
