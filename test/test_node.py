@@ -172,11 +172,19 @@ class Client:
         assert wait_for(caught_up, timeout)
         self.commands.clear()
         self.references.clear()
+        return until
 
     def steady_command(self, count=20, timeout=3.0):
         """The last command once `count` more arrived (the input was held constant); a
-        `timeout` over 10 s also gives the lagging subscriber longer to catch up."""
-        self.settle(timeout=max(10.0, timeout))
+        `timeout` over 10 s also gives the lagging subscriber longer to catch up. The commands
+        counted are those after a reference stamped after the settling time: a command has no
+        stamp, and one that this lagging subscriber takes after `settle` may have been sent
+        before it (beside two busy processes a whole-suite run read a steady command of the
+        previous state)."""
+        until = self.settle(timeout=max(10.0, timeout))
+        assert wait_for(lambda: any(stamp(r) >= until for r in self.references),
+                        max(10.0, timeout))
+        self.commands.clear()
         assert wait_for(lambda: len(self.commands) >= count and self.references, timeout)
         return self.commands[-1], self.references[-1]
 
