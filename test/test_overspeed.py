@@ -12,6 +12,7 @@ the node rightly calls stale; the test is about states that keep coming. Twice: 
 simulator's states with velocities, and positions only (the node estimates the velocities; the
 jump gate follows the positions' steps).
 """
+import os
 import threading
 import time
 
@@ -119,11 +120,14 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     handle = send_goal(probe.action, goal_of(move(np.array(HOME), np.full(6, 0.1), 20.0)))
     assert handle is not None and handle.accepted, procs.output(controller)[-3000:]
     result = handle.get_result_async()
-    meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller})
+    meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller, 'test': os.getpid()})
     before = {key: int(probe.status(key)) for key in ('rejected joint_states',
                                                       'joint state jumps', 'fast states taken')}
     assert before['fast states taken'] == 0
-    assert wait_for(lambda: np.any(probe.speeds()[1] > VMAX), 30.0), procs.output(sim)
+    # the probe is this process's subscriber: starved beside two busy processes, it lost the
+    # push's states once (no speed over the limit seen in 30 s, the push logged by the sim)
+    check(wait_for(lambda: np.any(probe.speeds()[1] > VMAX), 30.0),
+          'no speed beyond the limit seen in 30 s: ' + procs.output(sim), meter)
     assert 'braking' not in str(before) and 'push of 11' in procs.output(sim)
     # braked to rest, then a hold where it stopped (the status at once when braking ends)
     check(wait_for(lambda: 'at rest after braking' in procs.output(controller), 10.0),
