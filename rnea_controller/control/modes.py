@@ -49,14 +49,11 @@ does what `COMMAND` says. `log(level, text)` ('info', 'warning', 'error') receiv
 """
 from collections.abc import Callable, Sequence
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rnea_controller.control.law import ControllerConfig, REST_FRACTION, REST_SPEED
 from rnea_controller.control.trajectory import Trajectory
-
-if TYPE_CHECKING:
-    from rnea_controller.control.law import ControllerConfig
 
 WAITING = 'waiting for joint states'
 HOLD = 'hold'
@@ -74,8 +71,6 @@ COMMAND = {WAITING: NOTHING, HOLD: LAW, TRACKING: LAW, BRAKING: BRAKE, STALE_HOL
            STALE_STOPPED: NOTHING, LAW_FAILURE: LAW, REFUSED: NOTHING, FINISHED: NOTHING,
            CONTACT: LAW}
 
-REST_FRACTION = 0.05  # braking ends once every controlled joint is below this x its limit
-REST_SPEED = 0.1  # [rad/s or m/s] the rest speed of a joint without a velocity limit
 LATE_MOST = 0.1  # [s] the most lateness the brake allows for: it damps at π / (4 x) at least
 # [s] the longest brake: twice what the slowest brake (π / (4 LATE_MOST)) takes to slow a joint
 # from twice its limit to its rest speed
@@ -120,7 +115,7 @@ class Modes:
         self._seen = None  # the arrival time of the last state watched for overspeed
         self._commanding = self._failure_logged = False
 
-    def step(self, cfg: 'ControllerConfig', now: float, arrival: float | None, q: np.ndarray,
+    def step(self, cfg: ControllerConfig, now: float, arrival: float | None, q: np.ndarray,
              qd: np.ndarray) -> str:
         """The mode of this tick, and the command it gets (`COMMAND`).
 
@@ -144,7 +139,7 @@ class Modes:
                 self._watch(cfg, q, speeds, now)  # else every joint is below every limit
         return COMMAND[self.mode]
 
-    def commanded(self, cfg: 'ControllerConfig', now: float, holding: bool,
+    def commanded(self, cfg: ControllerConfig, now: float, holding: bool,
                   failing_since: float | None) -> None:
         """After the law: hold or tracking (`holding`: the trajectory's end is reached), or
         law failure while the law is not finite (`failing_since` [s], None while finite)."""
@@ -165,7 +160,7 @@ class Modes:
             self._log('error', f'control law not finite for {failing:.3f} s: deactivating')
             self.deactivate = True
 
-    def touched(self, cfg: 'ControllerConfig', q: np.ndarray, joint: str,
+    def touched(self, cfg: ControllerConfig, q: np.ndarray, joint: str,
                 torque: float, threshold: float) -> bool:
         """A contact: joint's external torque [N·m] beyond its threshold at the measured q
         (model size). While holding or tracking: the reference dropped, ERROR, a hold of q

@@ -138,8 +138,8 @@ class ControlLoop:
         if command is modes.LAW:
             self._control(cfg, state, now_ns, t_start, wrench)
         elif command is modes.BRAKE:
-            self._hold_still(cfg, state, self.controller.brake(cfg, state.q, state.qd, lateness),
-                             now_ns)
+            tau = self.controller.brake(cfg, state.q, state.qd, lateness, state.time)
+            self._hold_still(cfg, state, tau, now_ns)
         elif state.valid:
             self.controller.reset()
         if command is not modes.LAW:
@@ -210,6 +210,8 @@ class ControlLoop:
         self.controller.adapting = self.modes.mode is not modes.CONTACT and blind <= 0.0
         tau = self.controller.command(cfg, q, qd, ref, wrench, state_dt, (state.q, state.qd),
                                       recovery)
+        if self.controller.handed:
+            self._handed(self.controller.handed)
         self.observer.commanded(tau)
         self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
                              self.controller.failing_since)
@@ -218,6 +220,14 @@ class ControlLoop:
         self.actuation.on_command(now_ns * 1e-9 + self._publish_delay, tau)
         if self.action_server is not None and self.action_server.wanted:
             self.action_server.leave_snapshot(ref_ns, ref, state.q, state.qd, cfg.index, tau)
+
+    def _handed(self, handed):
+        """Say what the brake found the model missing, now the law's estimate d^."""
+        self.controller.handed = None
+        torques = ', '.join(f'{joint!r} {value:+.3g} N·m' for joint, value in handed.items())
+        self._log('warning', f'after the brake: the model misses a torque at {torques} (a '
+                             'payload or links it does not know?), held by the law as its '
+                             'estimate d^')
 
     def _watch_contact(self, cfg, state, state_dt, wrench, now_ns):
         """A new state: the contact observer's residual (the state's age, from its stamp to
