@@ -59,8 +59,9 @@ outputs and the limiter's memory), each a numba structref: made once per configu
 The brake (issue 29; the loop's braking mode, control/modes.py): `Controller.brake` =
 RNEA(q, 0, -BRAKE_RATE qd) + e = M(q)(-BRAKE_RATE qd) + g(q) + e at the measured state, damping
 toward rest through the model's inertia plus gravity and what its observer e found the model
-missing (issue 43), with the same limits and fallback; the law after it starts with d^ = e on
-the joints the brake could not have stopped without e (`_after_brake`).
+missing (issue 43, acting on the joints the model's brake fails to slow), with the same limits
+and fallback; the law after it starts with d^ = e where it lasted and mattered
+(`_after_brake`).
 
 Parameters: `validate_parameters(values, model)` checks each value against the one table
 (control/parameters.py) and the model-dependent rules here, and returns an immutable
@@ -78,7 +79,7 @@ max(0, floor - M_ii(q0)); feedforward_pd's default gains scale by max(M_ii(q0), 
 geared arm whose rotor inertia is not (yet) told: the stiffness it keeps is Kp·floor.
 """
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 import math
 import time
@@ -703,8 +704,9 @@ class Controller:
         # where it outlived e's own time 1 / L since the joint failed (a push is over sooner),
         # and where it matters to the brake: without it the joint would sink faster than its
         # rest speed under the brake's damping (|kept| / (M_ii rate) above it)
+        rest = rest_speeds(np.asarray(cfg.model.velocity_limits)[cfg.index])
         on = (memory.failed & (memory.last - memory.failed_at > 2.0 / memory.rate)
-              & (np.abs(kept) > cfg.inertia * memory.rate * rest_speeds(cfg)))
+              & (np.abs(kept) > cfg.inertia * memory.rate * rest))
         self.estimates[2] = np.where(on, np.clip(kept, cfg.floors[2], cfg.ceilings[2]),
                                      self.estimates[2])
         if on.any():
@@ -830,7 +832,7 @@ class Controller:
             since = t - memory.last0 - delay
             if since > 0.0:
                 bound = np.maximum(memory.speed * math.exp(-0.5 * rate * since),
-                                   rest_speeds(cfg))
+                                   rest_speeds(np.asarray(cfg.model.velocity_limits)[cfg.index]))
                 failing = ~memory.failed & (np.abs(qd[cfg.index]) > bound)
                 memory.failed |= failing
                 memory.failed_at[failing] = t
@@ -865,11 +867,12 @@ class Controller:
         self.tau[~np.isfinite(self.tau)] = 0.0
 
 
-def rest_speeds(cfg: ControllerConfig) -> np.ndarray:
-    """The rest speed of each controlled joint [rad/s or m/s]: REST_FRACTION x its velocity
-    limit, or REST_SPEED where it has none (the brake's end, control/modes.py)."""
-    limits = np.asarray(cfg.model.velocity_limits, dtype=float)[cfg.index]
-    return np.where(np.isfinite(limits) & (limits > 0.0), REST_FRACTION * limits, REST_SPEED)
+def rest_speeds(limits: Sequence[float]) -> np.ndarray:
+    """The rest speed of each joint [rad/s or m/s] of velocity limits `limits` (inf where
+    absent, as the model has them): REST_FRACTION x its limit, or REST_SPEED where it has
+    none. The brake's end (control/modes.py) and its observer (`Controller.brake`)."""
+    limits = np.asarray(limits, dtype=float)
+    return np.where(np.isfinite(limits), REST_FRACTION * limits, REST_SPEED)
 
 
 @dataclass

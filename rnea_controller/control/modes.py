@@ -52,7 +52,7 @@ import math
 
 import numpy as np
 
-from rnea_controller.control.law import ControllerConfig, REST_FRACTION, REST_SPEED
+from rnea_controller.control.law import ControllerConfig, REST_FRACTION, REST_SPEED, rest_speeds
 from rnea_controller.control.trajectory import Trajectory
 
 WAITING = 'waiting for joint states'
@@ -101,8 +101,7 @@ class Modes:
         self.joints = tuple(joints)
         self._index = [int(i) for i in index]
         self._limits = [float(v) for v in velocity_limits]
-        self._rest = [REST_FRACTION * v if math.isfinite(v) else REST_SPEED
-                      for v in self._limits]
+        self._rest = rest_speeds(self._limits).tolist()
         self._slowest = min(self._limits, default=math.inf)  # below it: no joint is over
         self._clock, self._log, self._started = clock, log, started
         self.mode = WAITING
