@@ -52,7 +52,7 @@ from conftest import ROBOTS
 import mujoco
 import numpy as np
 import pinocchio as pin
-from timed_loop import command_steps, contacts, Node, PdGravity, run, Timing
+from timed_loop import command_steps, contacts, joint_inertias, Node, PdGravity, run, Timing
 
 from rnea_controller import RobotModel
 from rnea_controller.control.law import default_joints
@@ -430,3 +430,52 @@ def failures(node, peer):
         out.append(f"RMS {node.rms:.2e} > the peer's {peer.rms:.2e}")
     return out
 
+
+
+class Pushed:
+    """`plant` with a generalized force of the world on one joint: `torque` [N·m] on joint
+    `joint` from `start` [s] for `duration` [s] (a push, added after the drive's effort; what
+    `step` returns is the drive's alone)."""
+
+    def __init__(self, plant, joint, torque, start, duration):
+        self._plant, self._push, self._t = plant, (joint, torque, start, duration), 0.0
+
+    def __getattr__(self, name):
+        return getattr(self._plant, name)
+
+    def step(self, tau):
+        joint, torque, start, duration = self._push
+        extra = np.zeros(len(tau))
+        if start <= self._t < start + duration:
+            extra[joint] = torque
+        self._t += self._plant.model.opt.timestep
+        return self._plant.step(tau + extra) - extra
+
+
+def pushed_hold(name, timing_kind, seed, duration=2.5):
+    """The exact arm `name` (its placeholders, MuJoCo) holding its start pose, one joint
+    (drawn) pushed for 15 ms within the first second (before the loop has measured its
+    actuation delay) with the torque that takes it to 2x its velocity limit on its own;
+    `timing_kind`: 'delay' (commands 5-10 ms late, drawn, nothing else) or a TIMINGS entry.
+    Returns (brakes, the largest |qd| / velocity limit from 0.2 s after the push, its time)."""
+    a = arm(name)
+    rng = np.random.default_rng(seed)
+    timing = (Timing(delay=float(rng.uniform(0.005, 0.01)), seed=seed)
+              if timing_kind == 'delay' else draw_timing(timing_kind, seed))
+    joint = int(rng.integers(a.model.n))
+    names, n = a.model.joint_names, a.model.n
+    ref = plan_arrays(names, np.array([0.0, 0.1]), np.vstack([a.start, a.start]),
+                      np.zeros((2, n)), np.zeros((2, n)), joint_names=names,
+                      position_limits=a.model.position_limits,
+                      current=np.vstack([a.start, np.zeros((2, n))]), now=0.0)
+    plant = make_plant(a, draw_truth(a, 'placeholders', seed), 'mujoco')
+    inertia = joint_inertias(plant, a.start)[joint]
+    limit = a.model.velocity_limits[joint]
+    torque = float(rng.choice([-1.0, 1.0]) * 2.0 * limit * inertia / 0.015)
+    start = float(rng.uniform(0.3, 0.9))
+    result = run(Pushed(plant, joint, torque, start, 0.015), Node(a.model, {}, ref), duration,
+                 timing, a.start, ref)
+    brakes = sum(1 for mode in result.modes if mode.startswith('braking'))
+    after = result.t > start + 0.2
+    speeds = np.abs(result.qd[after]) / np.asarray(a.model.velocity_limits)
+    return brakes, float(speeds.max()), start
