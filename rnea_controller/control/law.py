@@ -709,9 +709,8 @@ class Controller:
             return
         # what still acts: e where the residual of the last states agrees, at most as much (a
         # push that is over has left e, which forgets it at L, not the last states)
-        recent = _nearest_zero(memory.recent)
-        kept = np.where(acting * recent > 0.0, np.sign(acting) * np.minimum(
-            np.abs(acting), np.abs(recent)), 0.0)
+        kept = np.where(acting * memory.recent > 0.0, np.sign(acting) * np.minimum(
+            np.abs(acting), np.abs(memory.recent)), 0.0)
         # where it outlived e's own time 1 / L since the joint failed (a push is over sooner),
         # and where it matters to the brake: without it the joint would sink faster than its
         # rest speed under the brake's damping (|kept| / (M_ii rate) above it)
@@ -808,54 +807,39 @@ class Controller:
         return tau
 
     def _brake_observer(self, cfg, q, qd, rate, delay, t):
-        """The brake's e [N·m] as it acts (`brake`) at the state of time t [s]: from the new
-        state's velocity against the previous one's, the residual of each command that may
-        have acted between them, paired at every lag λ of the bracket [period, π / (4 rate)]
-        (the delays the brake's rate is stable with; `delay` [s], the loop's lateness, if
-        more), each low-passed at L = rate / 2; e, where they agree, is the one nearest zero
-        (the point of their span nearest zero: 0 where they disagree in sign), within the
-        effort limits. Which command acted is not known before the loop has measured its
-        actuation delay (a second: control/timing.py's ActuationDelay): paired at the
-        lateness alone (1-2 ms) while the commands acted 7-10 ms late, e on the SO-100's exact
-        model read 0.04 N·m of the brake's own changing commands, and its holds after a push
-        went brake - hold - brake. A torque the model misses (a payload's gravity) is in every
-        pairing once the commands steady, and e has it; what a wrong pairing adds is not.
-        The span is continuous in its ends: e never jumps. It acts on a joint the model's
-        brake has failed: from the bracket's end after the brake began at |qd0|, faster than
-        both its rest speed and |qd0| exp(-L t) (on the model the brake slows it as
-        exp(-rate t), twice as fast); from then on, faded in at L. Started by the first call
-        after a command that was not the brake's (`_braking` None)."""
+        """The brake's e [N·m] as it acts (`brake`) at the state of time t [s]: e from the
+        new state's velocity against the previous one's and the command that acted between
+        them, the brake's own sent `delay` [s] before; low-passed at L = rate / 2, within the
+        effort limits. It acts on a joint the model's brake has failed: from `delay` after the
+        brake began at |qd0|, faster than both its rest speed and |qd0| exp(-L t) (on the
+        model the brake slows it as exp(-rate t), twice as fast); from then on, faded in at L.
+        Started by the first call after a command that was not the brake's (`_braking`
+        None)."""
         memory = self._braking
         m = len(cfg.index)
         if memory is None:
-            lags = np.arange(cfg.period, max(delay, np.pi / (4.0 * rate)) + 0.5 * cfg.period,
-                             cfg.period)
-            self._braking = _BrakeMemory(t, qd.copy(), np.zeros((len(lags), m)), deque(
-                maxlen=int(1.0 / cfg.period) + len(lags) + 2), np.zeros(m),
-                np.abs(qd[cfg.index]), np.zeros(m, bool), np.zeros(m), lags)
+            self._braking = _BrakeMemory(t, qd.copy(), np.zeros(m), deque(
+                maxlen=int(1.0 / cfg.period) + 2), np.zeros(m), np.abs(qd[cfg.index]),
+                np.zeros(m, bool), np.zeros(m))
             return self._braking.acting
-        e, sent, lags = memory.e, memory.sent, memory.lags
+        e, sent = memory.e, memory.sent
         dt = t - memory.last
         if dt > 0.0:
             gain = min(0.5 * rate * dt, 1.0)
-            while len(sent) > 1 and sent[1][0] <= t - lags[-1]:
+            while len(sent) > 1 and sent[1][0] <= t - delay:
                 sent.popleft()
-            if sent and sent[0][0] <= t - lags[0]:
+            if sent and sent[0][0] <= t - delay:
                 qdd = np.zeros(cfg.model.n)
                 qdd[cfg.index] = (qd[cfg.index] - memory.qd[cfg.index]) / dt
-                model = _rnea_rows(cfg.model, q, qd, qdd)[cfg.index]
+                missed = sent[0][1] - _rnea_rows(cfg.model, q, qd, qdd)[cfg.index]
                 if cfg.compensates_gravity:
-                    model -= _gravity_rows(cfg.model, q)[cfg.index]
-                times = [s[0] for s in sent]
-                # at each lag the newest command sent by t - λ (the oldest kept, if none)
-                pick = np.maximum(np.searchsorted(times, t - lags, side='right') - 1, 0)
-                missed = np.array([sent[k][1] for k in pick]) - model
+                    missed += _gravity_rows(cfg.model, q)[cfg.index]
                 if np.all(np.isfinite(missed)):
                     e += gain * (missed - e)
                     np.clip(e, -cfg.effort_limits, cfg.effort_limits, out=e)
                     memory.recent += min(dt / delay, 1.0) * (missed - memory.recent)
                     memory.rate = rate
-            since = t - memory.last0 - lags[-1]
+            since = t - memory.last0 - delay
             if since > 0.0:
                 bound = np.maximum(memory.speed * math.exp(-0.5 * rate * since),
                                    rest_speeds(np.asarray(cfg.model.velocity_limits)[cfg.index]))
@@ -863,7 +847,7 @@ class Controller:
                 memory.failed |= failing
                 memory.failed_at[failing] = t
             memory.weight = np.where(memory.failed, np.minimum(memory.weight + gain, 1.0), 0.0)
-            memory.acting = memory.weight * _nearest_zero(e)
+            memory.acting = memory.weight * e
             memory.last, memory.qd = t, qd.copy()
         return memory.acting
 
@@ -893,12 +877,6 @@ class Controller:
         self.tau[~np.isfinite(self.tau)] = 0.0
 
 
-def _nearest_zero(values: np.ndarray) -> np.ndarray:
-    """Per column of `values` (lags x joints), the point of its span [min, max] nearest zero:
-    what every row agrees on (0 where they differ in sign)."""
-    return np.clip(0.0, values.min(axis=0), values.max(axis=0))
-
-
 def rest_speeds(limits: Sequence[float]) -> np.ndarray:
     """The rest speed of each joint [rad/s or m/s] of velocity limits `limits` (inf where
     absent, as the model has them): REST_FRACTION x its limit, or REST_SPEED where it has
@@ -924,13 +902,12 @@ class _BrakeMemory:
     speed: np.ndarray
     failed: np.ndarray
     weight: np.ndarray
-    lags: np.ndarray
 
     def __post_init__(self):
         self.last0 = self.last
-        self.recent = np.zeros(self.e.shape)  # the residual over the last delay: the handover's
+        self.recent = np.zeros(len(self.e))  # the residual over the last delay: the handover's
         self.rate = BRAKE_RATE  # [1/s] the brake's rate at the last new state
-        self.failed_at = np.zeros(self.e.shape[1])  # [s] when each joint failed
+        self.failed_at = np.zeros(len(self.e))  # [s] when each joint failed
 
 
 def _same_objects(args, last):
