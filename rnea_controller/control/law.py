@@ -307,11 +307,14 @@ def _joint_inertias(model, index):
     return np.diag(mass_matrix(model, _q0(model)))[index]
 
 
-def _coupling(model, index):
-    """M_cc(q0) [kg·m²], the controlled joints' block of the joint-space inertia at q0 (as
-    `_joint_inertias`): the integral at rest acts through it (adaptation rule 7), as the
-    feedback acts through M(q)."""
-    return np.ascontiguousarray(mass_matrix(model, _q0(model))[np.ix_(index, index)])
+def _coupling(model, index, law):
+    """What the integral at rest acts through (adaptation rule 7) [kg·m²], as the law's
+    feedback does: computed torque's through M(q), so M_cc(q0), the controlled joints' block
+    of the joint-space inertia at q0 (as `_joint_inertias`); feedforward_pd's per joint, so
+    its diagonal M_ii(q0): its Kp, Kd and Ki then reach the arm through the same
+    M⁻¹ diag(M_ii), each mode r of which is the PID s³ + r Kd s² + r Kp s + r Ki."""
+    block = mass_matrix(model, _q0(model))[np.ix_(index, index)]
+    return np.ascontiguousarray(np.diag(np.diag(block)) if law == 'feedforward_pd' else block)
 
 
 def _per_joint(values, joints, pattern, fallback):
@@ -390,7 +393,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         notes=notes + _links_note(values))
     config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
                                             _joint_inertias(model, index), viscous, coulomb))
-    config['coupling'] = _coupling(model, index)
+    config['coupling'] = _coupling(model, index, law)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
