@@ -125,44 +125,47 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    no brake). Over the corpus's three seeds (480 cases), with the next two rules below and
    the step bound's damping (law.py): 426 -> 439 at the bar; cases with a runaway or a
    brake 35 -> 24.
-7. The integral at rest (`_integrate`). += dt Ki (M_ii(q0) + a^ + b^ / Kd + s) e, clamped to
-   ±`integral_clamp` x the effort limit, while the reference rests, the command is not limited,
-   the joint is slower than INTEGRAL_GATE and than its PD's pace Kp/Kd |e| (`_pace`), or than
-   FAR x that pace, or moves away from its goal, and a^ has been measured once (its scaled
-   variance <= SETTLED). Why each: without the 0.02 rad/s gate the geared row oscillated at
-   rest; the pace (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4 rad on the friction row) stops
-   it carrying a joint across the friction band and back; away from the goal it unwinds an
-   overshoot (it froze at 0.3 N·m; with b^'s ceiling raised at once, friction row 4.0e-2 ->
-   2.9e-2 rad RMS); before a^ is known the integral through M_ii alone is unstable on an untold
-   geared joint ((M_ii + a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links row 3e-3
-   rad off after 1 s; 4000 is the default. FAR: a joint 0.15 rad off that crept towards its goal
-   at 0.02-0.06 rad/s under a wrong d^ (a hold's, learnt before its release) froze the integral
-   at the 0.02 rad/s gate and ended 2-8e-2 rad off; now 3e-4-1.4e-3. s (`_stuck`, issue 43):
-   the measured Coulomb friction's slope at rest c^ / (w Kd), as b^ / Kd the viscous one: where
-   a joint stands its impedance is its friction, not its inertia (through inertia alone a
-   UR10 wrist of 0.01 kg·m² under 1.7 N·m of friction gathered 0.08 N·m in 1.5 s and ended
-   3.9 mrad off), at most what crosses that band in BAND_DELAYS x the loop's lateness (the
-   corpus's quick draw: 13 of 20 at the bar before, 17 so, 15 uncapped: stick-slip).
-   A crossing of the goal at rest (`_side_changed`, beyond HUNT_AMPLITUDE; `_crossed`)
-   takes out of the integral the friction it was overcoming, the estimated friction at the
-   crossing's velocity (b^ qd + c^ tanh(qd / w)), never past 0 (a reset integrator, Clegg's,
-   to the torque that holds the joint rather than to 0). Why: the integral that carried a
-   joint through its friction band is, at the goal, a torque that keeps it sliding: a joint
-   in its friction band is a damper of slope c / w, and an integral on a damper is an
-   undamped oscillator; the UR10's wrist_3 under a smooth friction crossed its goal at 16
-   mrad/s with 1.4 N·m stored and slid 5.8 mrad past it (PD stiffness 4 N·m/rad), the xArm7's
-   joint7 stick-slipped ±4.3 mrad (issue 43's corpus: 146 of 160 cases at the bar before, 150
-   so). To 0 instead, a joint whose integral held a bias (a gravity error) fell back at each
-   crossing (the SO-100's elbow: a ±2.5 mrad cycle). A breakaway at rest (`_stands`) is the
-   same moment earlier: a joint that stood longer than its PD's own time Kd / Kp (in which
-   the PD alone would have moved it were it free) while the integral gathered, then moves
-   towards its goal, slides on more than its friction; the integral loses the same estimated
-   friction, at most what it gathered while the joint stood. Why: the reset at the crossing
-   came after the slide, and a Stribeck friction (static above kinetic) carried the UR10's
-   and the xArm7's wrists 2-4 mrad past their goals, stick-slipping to the end of the hold
-   (corpus seed 1: 151 -> 154 of 160). Why the stand's length: a frictionless z1 wrist
-   ringing ±0.07 mrad at 20 Hz about its goal passed the gate every cycle and lost its
-   integral each time, ending 1.1 mrad off; a ring never stands for Kd / Kp.
+7. The integral at rest (`_integrate`). Each joint's acceleration dt Ki e, while the reference
+   rests, the command is not limited, the joint is slower than INTEGRAL_GATE and than its PD's
+   pace Kp/Kd |e| (`_pace`), or than FAR x that pace, or moves away from its goal, and a^ has
+   been measured once (its scaled variance <= SETTLED), acts through M_cc(q0) (every joint's
+   integral torque gains its row of it; the joint itself also a^ + b^ / Kd + s), each clamped to
+   ±`integral_clamp` x the effort limit. Why through M_cc: through M_ii alone a joint's integral
+   reached it through (M⁻¹)_ii, Ki M_ii (M⁻¹)_ii, 17x Ki on the SO-100's elbow, beyond the PD's
+   Kp Kd: its holds after a push swung into repeated brakes (docs/controller.md, stability item
+   4). Why each gate: without the 0.02 rad/s gate the geared row oscillated at rest; the pace
+   (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4 rad on the friction row) stops it carrying a
+   joint across the friction band and back; away from the goal it unwinds an overshoot (it froze
+   at 0.3 N·m; with b^'s ceiling raised at once, friction row 4.0e-2 -> 2.9e-2 rad RMS); before
+   a^ is known the integral through M_ii alone is unstable on an untold geared joint ((M_ii +
+   a^) Kp Kd < J Ki). Ki (`integral_gain`) 1000 left the links row 3e-3 rad off after 1 s; 4000
+   is the default. FAR: a joint 0.15 rad off that crept towards its goal at 0.02-0.06 rad/s
+   under a wrong d^ (a hold's, learnt before its release) froze the integral at the 0.02 rad/s
+   gate and ended 2-8e-2 rad off; now 3e-4-1.4e-3. s (`_stuck`, issue 43): the measured Coulomb
+   friction's slope at rest c^ / (w Kd), as b^ / Kd the viscous one: where a joint stands its
+   impedance is its friction, not its inertia (through inertia alone a UR10 wrist of 0.01 kg·m²
+   under 1.7 N·m of friction gathered 0.08 N·m in 1.5 s and ended 3.9 mrad off), at most what
+   crosses that band in BAND_DELAYS x the loop's lateness (the corpus's quick draw: 13 of 20 at
+   the bar before, 17 so, 15 uncapped: stick-slip). A crossing of the goal at rest
+   (`_side_changed`, beyond HUNT_AMPLITUDE; `_crossed`) takes out of the integral the friction
+   it was overcoming, the estimated friction at the crossing's velocity (b^ qd + c^ tanh(qd /
+   w)), never past 0 (a reset integrator, Clegg's, to the torque that holds the joint rather
+   than to 0). Why: the integral that carried a joint through its friction band is, at the goal,
+   a torque that keeps it sliding: a joint in its friction band is a damper of slope c / w, and
+   an integral on a damper is an undamped oscillator; the UR10's wrist_3 under a smooth friction
+   crossed its goal at 16 mrad/s with 1.4 N·m stored and slid 5.8 mrad past it (PD stiffness 4
+   N·m/rad), the xArm7's joint7 stick-slipped ±4.3 mrad (issue 43's corpus: 146 of 160 cases at
+   the bar before, 150 so). To 0 instead, a joint whose integral held a bias (a gravity error)
+   fell back at each crossing (the SO-100's elbow: a ±2.5 mrad cycle). A breakaway at rest
+   (`_stands`) is the same moment earlier: a joint that stood longer than its PD's own time Kd /
+   Kp (in which the PD alone would have moved it were it free) while the integral gathered, then
+   moves towards its goal, slides on more than its friction; the integral loses the same
+   estimated friction, at most what it gathered while the joint stood. Why: the reset at the
+   crossing came after the slide, and a Stribeck friction (static above kinetic) carried the
+   UR10's and the xArm7's wrists 2-4 mrad past their goals, stick-slipping to the end of the
+   hold (corpus seed 1: 151 -> 154 of 160). Why the stand's length: a frictionless z1 wrist
+   ringing ±0.07 mrad at 20 Hz about its goal passed the gate every cycle and lost its integral
+   each time, ending 1.1 mrad off; a ring never stands for Kd / Kp.
 8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
    through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
    m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
@@ -644,12 +647,20 @@ def _stuck(model, work, k, e):
 
 @njit(cache=True)
 def _integrate(model, work, ref):
-    """Rule 7: integral += dt·Ki·s·(M_ii(q0) + a^ + b^/Kd)·e under its gates, s the
-    schedule's integral gain (0: the integral is kept as it is), clamped to ±i_clamp.
+    """Rule 7: the integral's acceleration dt·Ki·s·e_k of each joint k under its gates, s the
+    schedule's integral gain (0: the integral is kept as it is), acts through the controlled
+    joints' inertia M_cc(q0) (`coupling`), as the feedback acts through M(q): joint j's
+    integral torque gains M_jk times it (unless j is limited), plus (a^ + b^/Kd + s_k) times
+    it on k itself; each clamped to ±i_clamp. Through M_ii alone on each joint, a joint's own
+    integral reached it through (M⁻¹)_ii, M_ii (M⁻¹)_ii times Ki: 17x on the SO-100's elbow
+    (11x the Jaco2's, 12x the z1's), beyond the PD's Kp Kd (s³ + Kd s² + Kp s + Ki is stable
+    only while Ki < Kp Kd), and its holds swung into repeated brakes.
     `settled` records once that a^'s scaled variance was at most SETTLED (it grows back at
     rest, which no longer holds the integral)."""
     scale = work.schedule[INTEGRAL]
-    for k in range(model.index.shape[0]):
+    m = model.index.shape[0]
+    step = np.zeros(m)
+    for k in range(m):
         e, ed = work.e[0, k], work.e[1, k]
         if work.P[k, 0, 0] <= SETTLED:
             work.settled[k] = 1.0
@@ -658,10 +669,19 @@ def _integrate(model, work, ref):
         if (_resting(ref, k) and (slow or e * ed > 0.0) and scale > 0.0
                 and work.tau[k] == work.raw[k]
                 and (model.forget == 1.0 or work.settled[k] > 0.0)):
-            inertia = (model.inertia[k] + work.theta[0, k] + damped(model, work.theta, k)
-                       + _stuck(model, work, k, e))
-            value = work.integral[k] + model.dt * model.ki * inertia * e * scale
-            work.integral[k] = min(max(value, -model.i_clamp[k]), model.i_clamp[k])
+            step[k] = model.dt * model.ki * e * scale
+    for j in range(m):
+        if work.tau[j] != work.raw[j]:
+            continue  # limited: its integral is frozen (no windup)
+        extra = 0.0
+        if step[j] != 0.0:
+            extra = (work.theta[0, j] + damped(model, work.theta, j)
+                     + _stuck(model, work, j, work.e[0, j])) * step[j]
+        value = work.integral[j] + extra
+        for k in range(m):
+            value += model.coupling[j, k] * step[k]
+        if value != work.integral[j]:
+            work.integral[j] = min(max(value, -model.i_clamp[j]), model.i_clamp[j])
 
 
 @njit(cache=True)
@@ -725,9 +745,10 @@ def _crossed(model, work, k, v, gathered):
     """Rule 7's reset: joint k crossed its goal at rest, or broke away towards it, at velocity
     v [rad/s]; the integral, if it drove that way, loses the estimated friction at v (b^ v +
     c^ tanh(v / w)), at most what it `gathered` [N·m] (all of it at a crossing; at a breakaway,
-    since the joint came to a stand), never past 0."""
+    since the joint came to a stand), never past 0; kept while the schedule pauses the
+    integral (its value is the caller's to keep)."""
     integral = work.integral[k]
-    if integral * v > 0.0 and gathered * v > 0.0:
+    if integral * v > 0.0 and gathered * v > 0.0 and work.schedule[INTEGRAL] > 0.0:
         f = work.theta[1, k] * v + max(work.theta[3, k], 0.0) * math.tanh(v / model.width)
         f = min(abs(f), abs(gathered))
         work.integral[k] = math.copysign(max(abs(integral) - f, 0.0), integral)

@@ -118,7 +118,8 @@ class ControllerConfig:
     forgetting factor per window (1: off); floors, ceilings (4, m): the estimates' bounds;
     scales (4, m): 1 / the reference acceleration, 1 / the reference velocity, 1 and 1
     (`adaptation.config_entries`);
-    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; timeouts [s];
+    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; coupling:
+    M_cc(q0) [kg·m²]; timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -155,6 +156,7 @@ class ControllerConfig:
     integral_gain: float
     integral_clamp: np.ndarray
     inertia: np.ndarray
+    coupling: np.ndarray
     law_model: LawModel
     values: dict
     notes: tuple = ()
@@ -305,6 +307,16 @@ def _joint_inertias(model, index):
     return np.diag(mass_matrix(model, _q0(model)))[index]
 
 
+def _coupling(model, index, law):
+    """What the integral at rest acts through (adaptation rule 7) [kg·m²], as the law's
+    feedback does: computed torque's through M(q), so M_cc(q0), the controlled joints' block
+    of the joint-space inertia at q0 (as `_joint_inertias`); feedforward_pd's per joint, so
+    its diagonal M_ii(q0): its Kp, Kd and Ki then reach the arm through the same
+    M⁻¹ diag(M_ii), each mode r of which is the PID s³ + r Kd s² + r Kp s + r Ki."""
+    block = mass_matrix(model, _q0(model))[np.ix_(index, index)]
+    return np.ascontiguousarray(np.diag(np.diag(block)) if law == 'feedforward_pd' else block)
+
+
 def _per_joint(values, joints, pattern, fallback):
     """Array of values[pattern.format(joint)] per joint; unset entries keep `fallback`."""
     out = np.array(fallback, dtype=float)
@@ -381,6 +393,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         notes=notes + _links_note(values))
     config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
                                             _joint_inertias(model, index), viscous, coulomb))
+    config['coupling'] = _coupling(model, index, law)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
@@ -424,7 +437,7 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
                           float(get('forget')), get('floors'), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
-                          float(get('period')),
+                          get('coupling'), float(get('period')),
                           adaptation.velocity_scale(model, get('index')))
 
 

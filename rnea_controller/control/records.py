@@ -36,7 +36,8 @@ class LawModel(structref.StructRefProxy):
     [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
     (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
     forgetting factor `forget` (1: off), `floors`, `ceilings` and regressor `scales` (4, m),
-    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] and the period
+    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²], `coupling`
+    M_cc(q0) [kg·m²] (the controlled joints' block) and the period
     `dt` [s]. Made by `law_model`; read by compiled code only."""
 
 
@@ -52,7 +53,8 @@ class LawWork(structref.StructRefProxy):
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
                     'offset', 'stribeck', 'stribeck_velocity', 'pd', 'compensate', 'forget',
-                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt', 'velocity')
+                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'coupling', 'dt',
+                    'velocity')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'bound', 'stepped', 'delay') + ADAPTATION_FIELDS
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
