@@ -431,11 +431,10 @@ def failures(node, peer):
     return out
 
 
-
 class Pushed:
-    """`plant` with a generalized force of the world on one joint: `torque` [N·m] on joint
-    `joint` from `start` [s] for `duration` [s] (a push, added after the drive's effort; what
-    `step` returns is the drive's alone)."""
+    """`plant` (a `sim.plant.Plant`) pushed by the world: `torque` [N·m] on joint `joint`
+    from `start` [s] for `duration` [s], through the plant's own `external` (added after the
+    drive's effort clamp)."""
 
     def __init__(self, plant, joint, torque, start, duration):
         self._plant, self._push, self._t = plant, (joint, torque, start, duration), 0.0
@@ -445,11 +444,9 @@ class Pushed:
 
     def step(self, tau):
         joint, torque, start, duration = self._push
-        extra = np.zeros(len(tau))
-        if start <= self._t < start + duration:
-            extra[joint] = torque
+        self._plant.external[joint] = torque if start <= self._t < start + duration else 0.0
         self._t += self._plant.model.opt.timestep
-        return self._plant.step(tau + extra) - extra
+        return self._plant.step(tau)
 
 
 def pushed_hold(name, timing_kind, seed, duration=2.5):

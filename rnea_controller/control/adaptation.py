@@ -660,6 +660,7 @@ def _integrate(model, work, ref):
     scale = work.schedule[INTEGRAL]
     m = model.index.shape[0]
     step = np.zeros(m)
+    stepping = False
     for k in range(m):
         e, ed = work.e[0, k], work.e[1, k]
         if work.P[k, 0, 0] <= SETTLED:
@@ -670,6 +671,9 @@ def _integrate(model, work, ref):
                 and work.tau[k] == work.raw[k]
                 and (model.forget == 1.0 or work.settled[k] > 0.0)):
             step[k] = model.dt * model.ki * e * scale
+            stepping = True
+    if not stepping:
+        return  # no joint integrates this tick (while moving: every tick), none changes
     for j in range(m):
         if work.tau[j] != work.raw[j]:
             continue  # limited: its integral is frozen (no windup)
