@@ -306,8 +306,8 @@ class ControlLoop:
             self._log('warning', f"joint '{cfg.joints[k]}': its command chattered (it or the "
                       f'velocity swinging back and forth by over {100 * CHATTER:g} % of its '
                       f'effort limit or {100 * VIBRATION:g} % of its velocity limit per '
-                      f'tick): its estimated rotor inertia and friction halved, now {a:.3g} '
-                      f'kg·m² and {b:.3g} N·m·s/rad')
+                      f'tick): its estimated rotor inertia and viscous friction halved, now '
+                      f'{a:.3g} kg·m² and {b:.3g} N·m·s/rad')
         seen[:] = calmed
 
     def _late(self, state_dt):
