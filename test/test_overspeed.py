@@ -123,8 +123,8 @@ def test_a_push_beyond_the_velocity_limit_is_braked_to_rest_while_watching(pushe
     meter = CpuWait({'rnea-sim': sim, 'rnea-controller': controller, 'test': os.getpid()})
     before = {key: int(probe.status(key)) for key in ('rejected joint_states',
                                                       'joint state jumps', 'fast states taken')}
-    # fast states before the push are the arm's own (under gravity before the first command,
-    # which a starved host delays: 18 once in a loaded run); the push's are counted from here
+    # fast states before the push are not the push's (18 once in a loaded run, the host
+    # starving the hold before the goal): the push's are counted from here
     # the probe is this process's subscriber: starved beside two busy processes, it lost the
     # push's states once (no speed over the limit seen in 30 s, the push logged by the sim)
     check(wait_for(lambda: np.any(probe.speeds()[1] > VMAX), 30.0),

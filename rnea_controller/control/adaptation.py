@@ -181,11 +181,11 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    UR3's wrist_3, 1.65 N·m of Coulomb friction: c^ 0.78 -> 0.02 N·m by the end of the motion,
    5.1 mrad off after the hold; kept, 0.1 mrad; corpus, stop 55). A tracked command changes
    by at most ~0.05 N·m per tick, a pause's catch-up once: the demo rows of the matrix never
-   trigger it. The measured
-   velocity too, swinging by over VIBRATION x the velocity limit per tick: a light joint's command
-   is small against its limit (joint5 of the xArm7 told its friction exactly, M_55 4.3e-3 kg·m², a^
-   0.11, commands 5 ms late: its velocity swung to 3.4x the limit within 40 ms of a reversal, its
-   command a few N·m of 30: the brake; now calmed, final 9.6e-4 rad). A tracked velocity changes by
+   trigger it. The measured velocity too, swinging by over VIBRATION x the velocity limit per
+   tick: a light joint's command is small against its limit (joint5 of the xArm7 told its
+   friction exactly, M_55 4.3e-3 kg·m², a^ 0.11, commands 5 ms late: its velocity swung to 3.4x
+   the limit within 40 ms of a reversal, its command a few N·m of 30: the brake; now calmed,
+   final 9.6e-4 rad). A tracked velocity changes by
    qdd·dt, ~0.01 rad/s per tick, a real arm's noise by ~0.01. And a joint that hunts at rest
    (`_hunts`: its reference at rest, it crosses its goal by over ±HUNT_AMPLITUDE more than
    HUNT_CROSSINGS times in about HUNT_TIME, a 10 Hz oscillation or faster) has c^ halved:
