@@ -9,7 +9,7 @@ from numba.experimental import structref
 # the adaptation's state in LawWork (control/adaptation.py `work_shapes` gives their shapes)
 ADAPTATION_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral',
                      'settled', 'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed',
-                     'probe')
+                     'probe', 'step')
 
 
 class _Record(types.StructRef):
