@@ -51,6 +51,7 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
 
 from builtin_interfaces.msg import Duration  # noqa: E402  (after the ROS environment)
+from control_msgs.action import FollowJointTrajectory  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
@@ -61,6 +62,7 @@ from rnea_controller.control.trajectory import (  # noqa: E402
     plan_arrays,
     TrajectoryPoint,
 )
+from rnea_controller.ros import raw_goal  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = RobotModel.from_urdf_file(default_urdf_path())
@@ -163,11 +165,25 @@ def lock_waits(N, repeats=10):
     def deserialize():
         with wire.collection_paused():
             deserialize_message(data, JointTrajectory)
+    # an action goal of the same trajectory as rcl_action's take leaves it in C: rclpy turns it
+    # whole into Python (the action server before raw_goal, issue 45), raw_goal.GoalTaker reads
+    # it (the trajectory serialized without the lock, the rest converted without its points)
+    taker = raw_goal.GoalTaker()
+    request = FollowJointTrajectory.Impl.SendGoalService.Request()
+    request.goal.trajectory = msg
+    c_request = taker._request.create()
+    taker._request.from_py(request, c_request)
+
+    def rclpy_goal():
+        with wire.collection_paused():
+            taker._request.to_py(c_request)
     steps = [('sleep 30 ms (the peer)', lambda: time.sleep(0.03)),
              ('wire read', lambda: wire.read_trajectory(data, STORE)),
              ('plan_arrays', lambda: plan_arrays(*fields, **kw)),
              ('plan_arrays + limits', lambda: plan_arrays(*fields, **kw, limits=LIMITS)),
-             ('rclpy deserialize (collector paused)', deserialize)]
+             ('rclpy deserialize (collector paused)', deserialize),
+             ('goal request: rclpy to Python (paused)', rclpy_goal),
+             ('goal request: raw_goal.read', lambda: taker.read(c_request))]
     for _, step in steps:
         step()  # compiled, loaded, warm
     interval = sys.getswitchinterval()
@@ -204,6 +220,7 @@ def lock_waits(N, repeats=10):
         thread.join()
         gc.unfreeze()
         sys.setswitchinterval(interval)
+        taker._request.destroy(c_request)
 
 
 def sampling(sizes, kw):
@@ -229,8 +246,11 @@ class References:
     """
 
     def __init__(self):
+        from control_msgs.action import FollowJointTrajectory
         from diagnostic_msgs.msg import DiagnosticArray
         import rclpy
+        from rclpy.action import ActionClient
+        from rclpy.parameter_client import AsyncParameterClient
         from sensor_msgs.msg import JointState
 
         from rnea_controller.ros.realtime import BackgroundSpinner
@@ -241,6 +261,13 @@ class References:
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 100)
         self.publisher = self.node.create_publisher(
             JointTrajectory, '/rnea_controller/joint_trajectory', 10)
+        # every entity made before the spinner starts: an ActionClient added to a node another
+        # thread spins can be waited on before its constructor ends (its `_lock` not yet made:
+        # the spinner's thread died, and every figure was nan)
+        self.action = ActionClient(self.node, FollowJointTrajectory,
+                                   '/rnea_controller/follow_joint_trajectory')
+        self.states = self.node.create_publisher(JointState, '/joint_states', 10)
+        self.parameters = AsyncParameterClient(self.node, 'rnea_controller')
         self.spinner = BackgroundSpinner(self.node, 'bench intake', 'events', 0.05)
 
     def _on(self, msg):
@@ -338,24 +365,19 @@ def inputs(refs, sizes):
     largest kinds: trajectories on the topic, an action goal, a 100 kB joint state, a burst
     of parameter sets."""
     from control_msgs.action import FollowJointTrajectory
-    from rclpy.action import ActionClient
     from rclpy.parameter import Parameter
-    from rclpy.parameter_client import AsyncParameterClient
     from sensor_msgs.msg import JointState
     # serialized beforehand: this process's own work at the send (rclpy's serialization of
     # 10,000 points, ~0.1 s of a core) is not the node's
     raw = {N: serialize_message(message(N, lead=LEAD)) for N in sizes}
     rows = [(f'trajectory, {N:,} points (topic)', lambda N=N: refs.publisher.publish(raw[N]),
              f'trajectory accepted: {N} points') for N in sizes]
-    action = ActionClient(refs.node, FollowJointTrajectory,
-                          '/rnea_controller/follow_joint_trajectory')
+    action, states, parameters = refs.action, refs.states, refs.parameters
     goal = FollowJointTrajectory.Goal(trajectory=message(max(sizes), lead=LEAD))
     goal.trajectory.points[-1].velocities = [0.0] * 6
     goal.trajectory.points[-1].accelerations = [0.0] * 6
     names = JOINTS + [f'extra_joint_{k}' for k in range(2500)]
     big = JointState(name=names, position=list(Q0) + [0.0] * 2500)  # ~100 kB
-    states = refs.node.create_publisher(JointState, '/joint_states', 10)
-    parameters = AsyncParameterClient(refs.node, 'rnea_controller')
 
     def burst():
         for k in range(20):

@@ -157,6 +157,9 @@ class Node:
                                 logger=_Logger(self.log), status=lambda: None, clock=clock)
         self._trajectory = trajectory
         self.refused = 0
+        # the states' names are the model's, in its order: mapped once (the node maps a
+        # state's names when they change: JointStateInput.take)
+        self._mapping = self.state._model_index(self.state.joint_names)
 
     def period(self):
         return self.timer.timer_period_ns * 1e-9
@@ -164,8 +167,7 @@ class Node:
     def take(self, q, qd, stamp, now):
         self.now = now  # the tick takes it later, at this arrival: nothing runs between
         try:
-            self.state._take_arrays(q, qd, self.state._model_index(self.state.joint_names),
-                                    'auto', EPOCH_NS + round(stamp * 1e9),
+            self.state._take_arrays(q, qd, self._mapping, 'auto', EPOCH_NS + round(stamp * 1e9),
                                     (now, EPOCH_NS + round(now * 1e9)))
         except ValueError as error:
             self.refused += 1

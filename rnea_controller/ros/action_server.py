@@ -33,12 +33,15 @@ import sys
 import threading
 import time
 
+from action_msgs.msg import GoalInfo
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTrajectoryControllerState
 import numpy as np
 import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
 from rclpy.event_handler import PublisherEventCallbacks
+from rclpy.executors import await_or_execute
 from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -46,7 +49,7 @@ from rnea_controller import wire
 from rnea_controller.control import goal as rules
 from rnea_controller.control.trajectory import Trajectory
 from rnea_controller.errors import TrajectoryError
-from rnea_controller.ros import inputs, realtime
+from rnea_controller.ros import inputs, raw_goal, realtime
 
 Result = FollowJointTrajectory.Result
 #: [s] longest time the tick's thread waits for the GIL held by this thread (Python's default,
@@ -95,6 +98,9 @@ class TrajectoryActionServer:
         rules.keep_worst(self._windows[0], self._snap, True)  # compiled (or loaded) here
         self.wanted = False  # the tick leaves snapshots from the first goal or subscriber on
         self._pending, self._active, self._planned = None, None, None
+        # the goals' trajectories are read as the topic's (the intake's reader, when there)
+        self._store = getattr(getattr(controller, 'intake', None), 'store', None) \
+            or wire.default_typestore()
         self.state_pub = self.node.create_publisher(
             JointTrajectoryControllerState, base + '/controller_state', 10,
             event_callbacks=PublisherEventCallbacks(matched=self._on_state_matched))
@@ -102,6 +108,10 @@ class TrajectoryActionServer:
             self.node, FollowJointTrajectory, base + '/follow_joint_trajectory',
             execute_callback=self._execute, goal_callback=self._on_goal,
             handle_accepted_callback=self._on_accepted, cancel_callback=self._on_cancel)
+        if not self.server.taker.usable:
+            self.log.warning(f'action goals are taken by rclpy ({self.server.taker.reason}): '
+                             'while it builds a long goal the loop waits (4 ms at 10,000 '
+                             'points)')
         # both timers run only while needed: each callback of rclpy's executor costs ~1 ms here
         self._monitor_timer = self.node.create_timer(
             1.0 / _rate(values, 'action_monitor_rate', 20.0),
@@ -174,35 +184,38 @@ class TrajectoryActionServer:
         self._flip = epoch + 1  # the tick starts the other window over: this one is read
         return np.where(np.abs(worst[1]) > np.abs(worst[0]), worst[1], worst[0])
 
-    def _plan(self, msg):
-        """Validate the goal's trajectory and plan it from the node's reference now, with the
-        topic's own `inputs.plan_trajectory`. Returns (trajectory, based_on, absolute point
-        times [s])."""
+    def _plan(self, arrays):
+        """Validate the goal's trajectory (`wire.TrajectoryArrays`) and plan it from the
+        node's reference now, with the topic's own `inputs.plan_trajectory_arrays`. Returns
+        (trajectory, based_on, absolute point times [s])."""
         node = self.controller
         based_on = node.trajectory
         if node._timer is None or based_on is None:
             raise TrajectoryError(f'controller is {node.mode}: no goal accepted')
-        points = msg.points
-        rules.check_goal_trajectory(msg.joint_names, points[-1].velocities if points else (),
-                                    False)
+        final = arrays.velocities[-1] if (arrays.velocities is not None
+                                          and len(arrays.times)) else ()
+        rules.check_goal_trajectory(arrays.names, final, False)
         now = node._seconds(node._now_ns())
-        stamp = msg.header.stamp
-        start = None if stamp.sec == 0 and stamp.nanosec == 0 else node._seconds(
-            stamp.sec * 1_000_000_000 + stamp.nanosec)
-        trajectory = inputs.plan_trajectory(msg, node.config, based_on.sample(now), now, start)
+        start = node._seconds(arrays.stamp_ns) if arrays.stamp_ns else None
+        trajectory = inputs.plan_trajectory_arrays(arrays, node.config, based_on.sample(now),
+                                                   now, start)
         start = now if start is None else start
-        times = [start + p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
-                 for p in points]
-        return trajectory, based_on, times
+        return trajectory, based_on, start + np.asarray(arrays.times, dtype=float)
 
     def _on_goal(self, request):
-        """Validate as JTC (plus finite values and position limits): ACCEPT or REJECT."""
+        """Validate as JTC (plus finite values and position limits): ACCEPT or REJECT.
+        `request`: a `raw_goal.TakenGoal` (its trajectory's bytes read as the topic's are), or
+        the Goal message where rclpy took it (`_ActionServer`)."""
         self._planned = None
         self.wanted = True
         try:
-            multi = request.multi_dof_trajectory
+            cdr = getattr(request, 'trajectory_cdr', None)
+            goal = request if cdr is None else request.goal
+            multi = goal.multi_dof_trajectory
             rules.check_goal_trajectory((), (), bool(multi.joint_names or multi.points))
-            self._planned = (request, *self._plan(request.trajectory))
+            arrays = (inputs.trajectory_arrays(goal.trajectory) if cdr is None
+                      else wire.read_trajectory(cdr, self._store))
+            self._planned = (goal, *self._plan(arrays))
         except (TrajectoryError, ValueError, TypeError) as error:
             self.log.error(f'action goal rejected: {error}')
             return GoalResponse.REJECT
@@ -367,18 +380,77 @@ class TrajectoryActionServer:
 
 
 class _ActionServer(ActionServer):
-    """rclpy's ActionServer whose goal requests are built with the garbage collector paused,
-    and frozen once built (issue 45): a 10,000-point goal is some 30,000 objects, which a
-    collection that runs while rclpy builds them scans, holding the interpreter's lock (the
-    loop waited 30-70 ms; `./run bench intake`), and every full collection after would scan
-    again while the goal lives. Frozen objects are still freed when the goal is dropped."""
+    """rclpy's ActionServer whose goal requests are taken by `raw_goal.GoalTaker` (issue 45):
+    the C calls without the interpreter's lock, the points as the middleware's bytes, read
+    in pieces by `_on_goal` (rclpy built a 10,000-point goal's 30,000 objects in one call,
+    the loop waiting 3.5-5 ms; `./run bench intake`), and the response sent back to the
+    request id taken with it. Where the taker is not usable (`GoalTaker.reason`), rclpy
+    takes the request, with the garbage collector paused and the goal frozen once built (a
+    collection that ran while rclpy built it scanned them all, holding the lock: the loop
+    waited 30-70 ms; frozen objects are still freed when the goal is dropped). Cancel and
+    result requests are rclpy's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.taker = raw_goal.GoalTaker()
 
     def take_data(self):
-        with wire.collection_paused():
-            data = super().take_data()
-            if 'goal' in data:
-                gc.freeze()
+        if not self.taker.usable:
+            with wire.collection_paused():
+                data = super().take_data()
+                if 'goal' in data:
+                    gc.freeze()
+            return data
+        taken = None
+        if self._is_goal_request_ready:
+            with self._lock:
+                taken = self.taker.take(self._handle)
+            self._is_goal_request_ready = False  # taken here: rclpy's take_data skips it
+        data = super().take_data()
+        if taken is not None and taken[0] is not None:
+            data['goal'] = taken
         return data
+
+    async def _execute_goal_request(self, request_header_and_message):
+        """rclpy's (kilted, rclpy/action/server.py) for a request `GoalTaker.take` took: the
+        goal callback gets the TakenGoal, the goal handle its Goal message, and the answer
+        goes back through the taker."""
+        header, request = request_header_and_message
+        if not isinstance(header, raw_goal.RequestId):
+            return await super()._execute_goal_request(request_header_and_message)
+        goal_info = GoalInfo()
+        goal_info.goal_id = request.goal_id
+        with self._lock:
+            exists = self._handle.goal_exists(goal_info)
+        accepted = False
+        if not exists:
+            response = await await_or_execute(self._goal_callback, request)
+            accepted = response == GoalResponse.ACCEPT
+        if accepted:
+            goal_info.stamp = self._node.get_clock().now().to_msg()
+            try:
+                with self._lock:
+                    goal_handle = ServerGoalHandle(self, goal_info, request.goal)
+            except RuntimeError as error:
+                self._logger.error(f'Failed to accept new goal with ID '
+                                   f'{request.goal_id.uuid}: {error}')
+                accepted = False
+            else:
+                uuid = bytes(request.goal_id.uuid)
+                self._goal_handles[uuid] = goal_handle
+                self._result_futures[uuid] = Future()
+                self.add_future(self._result_futures[uuid])
+        answer = self._action_type.Impl.SendGoalService.Response(accepted=accepted,
+                                                                 stamp=goal_info.stamp)
+        with self._lock:
+            sent = self.taker.respond(self._handle, header, answer)
+        if not sent:
+            self._logger.warning('Failed to send goal response (the client may have gone away)')
+            return
+        if not accepted:
+            return
+        self._handle.publish_status()
+        await await_or_execute(self._handle_accepted_callback, goal_handle)
 
 
 def _rate(values, name, default):
