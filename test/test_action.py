@@ -260,7 +260,7 @@ def test_invalid_goals_are_rejected_with_the_reason_in_the_log(fed, change, reas
 
 
 def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
-    client, _, proc = fed
+    client, procs, proc = fed
     meter = CpuWait({'rnea-controller': proc, 'test': os.getpid()})
     with client.lock:
         client.feedback.clear()
@@ -286,6 +286,8 @@ def test_a_goal_back_to_the_measured_position_succeeds_with_feedback(fed):
     np.testing.assert_allclose(peak.error.positions, np.subtract(peak.desired.positions, Q0),
                                atol=1e-12)
     reference_holds(client, Q0)
+    # the goal was taken without rclpy building its points (ros/raw_goal.py, issue 45)
+    assert 'action goals are taken by rclpy' not in procs.output(proc)
 
 
 def test_path_tolerance_violation_aborts_and_holds_the_measured_position(fed):
