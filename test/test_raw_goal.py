@@ -131,3 +131,18 @@ def test_a_taken_goal_is_the_goal_sent_and_is_answered(server_and_client, points
         result = wait(handle.get_result_async())
         assert result.status == GoalStatus.STATUS_SUCCEEDED
         assert result.result.error_string == 'done'
+
+
+def test_a_goal_that_cannot_be_read_is_answered_rejected_and_the_server_goes_on(
+        server_and_client, monkeypatch):
+    server, seen, client = server_and_client
+    read = server.taker.read
+
+    def unreadable(c):  # as when the middleware cannot serialize the trajectory
+        raise RuntimeError("the goal's trajectory could not be serialized")
+    monkeypatch.setattr(server.taker, 'read', unreadable)
+    handle = wait(client.send_goal_async(a_goal(200)))
+    assert not handle.accepted and seen == []
+    monkeypatch.setattr(server.taker, 'read', read)
+    handle = wait(client.send_goal_async(a_goal(200)))  # the next goal is served
+    assert handle.accepted and len(seen) == 1

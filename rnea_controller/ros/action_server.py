@@ -407,9 +407,19 @@ class _ActionServer(ActionServer):
                 taken = self.taker.take(self._handle)
             self._is_goal_request_ready = False  # taken here: rclpy's take_data skips it
         data = super().take_data()
-        if taken is not None and taken[0] is not None:
+        if taken is not None and isinstance(taken[1], Exception):
+            self._refuse(*taken)
+        elif taken is not None and taken[0] is not None:
             data['goal'] = taken
         return data
+
+    def _refuse(self, header, error):
+        """Answer a goal request that could not be read: rejected, the reason logged."""
+        self._node.get_logger().error(f'action goal rejected: the request could not be read '
+                                      f'({type(error).__name__}: {error})')
+        answer = self._action_type.Impl.SendGoalService.Response(accepted=False)
+        with self._lock:
+            self.taker.respond(self._handle, header, answer)
 
     async def _execute_goal_request(self, request_header_and_message):
         """rclpy's (kilted, rclpy/action/server.py) for a request `GoalTaker.take` took: the

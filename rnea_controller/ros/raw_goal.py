@@ -163,7 +163,9 @@ class GoalTaker:
     def take(self, server):
         """(RequestId, TakenGoal) of the next goal request of `server` (rclpy's
         _rclpy.ActionServer), or (None, None) if none is there (rclpy's `take_goal_request`
-        answers so too). The C calls run without the interpreter's lock."""
+        answers so too). A request taken but not readable (its trajectory not serialized)
+        comes as (RequestId, the error), to be answered. The C calls run without the
+        interpreter's lock."""
         c = self._request.create()
         if not c:
             raise MemoryError('no goal request message could be made')
@@ -171,7 +173,10 @@ class GoalTaker:
             header = RequestId()
             if self._take(server.pointer, header.buffer, c) != 0:
                 return None, None  # nothing taken (RCL_RET_ACTION_SERVER_TAKE_FAILED)
-            return header, self.read(c)
+            try:
+                return header, self.read(c)
+            except (RuntimeError, ValueError, TypeError) as error:
+                return header, error
         finally:
             self._request.destroy(c)
 
