@@ -390,9 +390,20 @@ class _ActionServer(ActionServer):
     waited 30-70 ms; frozen objects are still freed when the goal is dropped). Cancel and
     result requests are rclpy's."""
 
+    # what this class uses of rclpy's ActionServer (kilted's; jazzy's has the same)
+    _RCLPY_PARTS = ('_goal_handles', '_result_futures', '_lock', '_logger', '_goal_callback',
+                    '_handle_accepted_callback', '_action_type', '_node', 'add_future',
+                    '_execute_goal_request')
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.taker = raw_goal.GoalTaker()
+        missing = [name for name in self._RCLPY_PARTS if not hasattr(self, name)]
+        if not hasattr(self._handle, 'pointer'):
+            missing.append('_handle.pointer')
+        if missing and self.taker.usable:
+            self.taker.usable = False
+            self.taker.reason = f"this rclpy's ActionServer lacks {', '.join(missing)}"
 
     def take_data(self):
         if not self.taker.usable:
