@@ -3,9 +3,11 @@
 The FollowJointTrajectory action server and the JointTrajectoryControllerState publisher of a
 ControllerNode run on their own rclpy node (`<node>_action`, no global ROS arguments, entity
 names spelled out under the controller's name) spun by their own executor in their own thread,
-so that no control tick waits on a goal's validation, feedback or result. The tick touches this
-module twice, both O(1): `swap_in()` takes a trajectory prepared here (planned with the topic
-path's own `inputs.plan_trajectory`, from the reference the node had at that instant), and
+so that no control tick waits on a goal's validation, feedback or result; a goal request is
+taken without rclpy building its points (`_ActionServer`, ros/raw_goal.py), its trajectory read
+as the topic's. The tick touches this module twice, both O(1): `swap_in()` takes a trajectory
+prepared here (planned with the topic path's own `inputs.plan_trajectory_arrays`, from the
+reference the node had at that instant), and
 `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
 (a seqlock: the reader retries a torn copy) from which feedback and controller_state are built;
 the tick leaves it once `wanted` (from the first goal or the first controller_state
