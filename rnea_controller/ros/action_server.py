@@ -109,7 +109,8 @@ class TrajectoryActionServer:
         self.server = _ActionServer(
             self.node, FollowJointTrajectory, base + '/follow_joint_trajectory',
             execute_callback=self._execute, goal_callback=self._on_goal,
-            handle_accepted_callback=self._on_accepted, cancel_callback=self._on_cancel)
+            handle_accepted_callback=self._on_accepted, cancel_callback=self._on_cancel,
+            store=self._store)
         if not self.server.taker.usable:
             self.log.warning(f'action goals are taken by rclpy ({self.server.taker.reason}): '
                              'while it builds a long goal the loop waits (4 ms at 10,000 '
@@ -397,9 +398,9 @@ class _ActionServer(ActionServer):
                     '_handle_accepted_callback', '_action_type', '_node', 'add_future',
                     '_execute_goal_request')
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, store=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.taker = raw_goal.GoalTaker()
+        self.taker = raw_goal.GoalTaker(store)
         missing = [name for name in self._RCLPY_PARTS if not hasattr(self, name)]
         if not hasattr(self._handle, 'pointer'):
             missing.append('_handle.pointer')

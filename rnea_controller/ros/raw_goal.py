@@ -21,10 +21,13 @@ The request id stays an opaque buffer, passed back to rcl_action_send_goal_respo
 import ctypes
 
 from control_msgs.action import FollowJointTrajectory
+import numpy as np
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.serialization import deserialize_message
 from rclpy.type_support import check_for_type_support
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from rnea_controller import wire
 
 # rcl_action's SendGoal_Request: goal_id (uint8[16]), then the Goal, whose first field is the
 # JointTrajectory: header (stamp 8 bytes + a string: 3 words), joint_names (a sequence: data,
@@ -88,9 +91,11 @@ class _MessageFunctions:
 class GoalTaker:
     """Takes FollowJointTrajectory goal requests of one rclpy action server and answers them.
     `usable` is False (and `reason` says why) where this rclpy or its messages are not as
-    expected: the caller then keeps rclpy's own path."""
+    expected: the caller then keeps rclpy's own path. `store`: the rosbags type store the
+    topic's reader uses (None: its own)."""
 
-    def __init__(self):
+    def __init__(self, store=None):
+        self._store = store
         self.usable, self.reason = False, ''
         try:
             lib = ctypes.CDLL(_rclpy.__file__)  # rclpy's own libraries, by its module's links
@@ -122,12 +127,13 @@ class GoalTaker:
         self.usable = self._layout_holds()
         if not self.usable:
             self.reason = ('the goal request is not laid out as expected (its trajectory '
-                           'does not serialize as one)')
+                           "does not serialize as one the topic's reader reads)")
 
     def _layout_holds(self):
         """A request made by the type support from a known goal: at POINTS its points' count,
         at TRAJECTORY a trajectory whose bytes rclpy reads back as the same one (bytes are not
-        compared: the middleware leaves its alignment padding unset)."""
+        compared: the middleware leaves its alignment padding unset), and so does
+        `wire.read_trajectory`."""
         trajectory = JointTrajectory(joint_names=['a', 'bc'], points=[
             JointTrajectoryPoint(positions=[0.5 * k, -1.0], velocities=[float(k), 2.0])
             for k in range(3)])
@@ -143,7 +149,18 @@ class GoalTaker:
             count = ctypes.c_size_t.from_address(c + POINTS + 8).value
             capacity = ctypes.c_size_t.from_address(c + POINTS + 16).value
             cdr = self._serialized(c + TRAJECTORY) if count == 3 and capacity >= 3 else None
-            return cdr is not None and deserialize_message(cdr, JointTrajectory) == trajectory
+            if cdr is None or deserialize_message(cdr, JointTrajectory) != trajectory:
+                return False
+            # and the topic's reader reads the middleware's bytes (another middleware may
+            # encode otherwise: its goals would then all be refused)
+            arrays = wire.read_trajectory(cdr, self._store or wire.default_typestore())
+            return (arrays.names == ['a', 'bc']
+                    and np.array_equal(np.vstack(arrays.positions),
+                                       [p.positions for p in trajectory.points])
+                    and np.array_equal(np.vstack(arrays.velocities),
+                                       [p.velocities for p in trajectory.points]))
+        except ValueError:
+            return False
         finally:
             self._request.destroy(c)
 
