@@ -121,9 +121,13 @@ class GoalTaker:
         allocator.restype = _Allocator
         self._allocator = allocator()
         service = FollowJointTrajectory.Impl.SendGoalService
-        self._request = _MessageFunctions(service.Request)
-        self._response = _MessageFunctions(service.Response)
-        self._trajectory = _MessageFunctions(JointTrajectory)
+        try:
+            self._request = _MessageFunctions(service.Request)
+            self._response = _MessageFunctions(service.Response)
+            self._trajectory = _MessageFunctions(JointTrajectory)
+        except (AttributeError, TypeError, ValueError) as error:
+            self.reason = f"the messages' generated functions are not as expected: {error}"
+            return
         self.usable = self._layout_holds()
         if not self.usable:
             self.reason = ('the goal request is not laid out as expected (its trajectory '
