@@ -324,12 +324,6 @@ def trajectory_arrays(msg):
                                  accelerations)
 
 
-def plan_trajectory(msg, cfg, current, now, start):
-    """The reference replacing the current one: a rclpy JointTrajectory checked and planned
-    from `current` (`plan_arrays`)."""
-    return plan_trajectory_arrays(trajectory_arrays(msg), cfg, current, now, start)
-
-
 def plan_trajectory_arrays(arrays, cfg, current, now, start):
     """The reference replacing the current one: `arrays` (wire.TrajectoryArrays) checked,
     within the arm's limits, and planned from `current` (3, m) at `now` [s], its points
