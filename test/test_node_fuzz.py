@@ -10,8 +10,10 @@ import os
 import re
 import time
 
-from conftest import console_script, wait_for
-from hypothesis import given, HealthCheck, settings
+from conftest import console_script, send_goal, wait_for
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTolerance
+from hypothesis import example, given, HealthCheck, settings
 from hypothesis import strategies as st
 import numpy as np
 import pytest
@@ -358,6 +360,89 @@ def test_a_second_stream_of_odd_states_and_stamps_never_makes_a_single_tick_outl
         client.state_pub.publish(msg)
         time.sleep(0.002)
     time.sleep(0.05)
+    commands = np.array(client.commands)
+    assert len(commands) > 10 and proc.poll() is None
+    check_commands(client)
+    steps = np.abs(np.diff(commands, axis=0))
+    assert np.all(steps <= 0.25 * LIMITS), (steps.max(axis=0) / LIMITS,
+                                            procs.output(proc)[-3000:])
+
+
+@pytest.fixture(scope='module')
+def goals(setup):
+    """An ActionClient to the node's follow_joint_trajectory, on a node of its own spun by its
+    own thread (made before the thread starts: an ActionClient added to a node another thread
+    spins can be waited on before its constructor ends)."""
+    import rclpy
+    from rclpy.action import ActionClient
+
+    from rnea_controller.ros.realtime import BackgroundSpinner
+    node = rclpy.create_node('test_fuzz_goals')
+    action = ActionClient(node, FollowJointTrajectory, '/rnea_controller/follow_joint_trajectory')
+    spinner = BackgroundSpinner(node, 'fuzz goals', 'events', 0.05)
+    assert action.wait_for_server(timeout_sec=20.0)
+    yield action
+    spinner.stop()
+    action.destroy()
+    node.destroy_node()
+
+
+def hostile_goal(names, count, value, velocities, times, tolerance, multi):
+    """A goal of `count` points over `names` moving by up to `value` [rad] from Q0, its
+    velocities of a kind, its times of a kind, a tolerance of a kind, a multi-DOF part or not."""
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = list(names)
+    start = {name: Q0[JOINTS.index(name)] if name in JOINTS else 0.0 for name in names}
+    for k in range(1, count + 1):
+        t = {'ok': 0.5 + 0.01 * k, 'zero': 0.0, 'backwards': 2.0 - 0.01 * k,
+             'huge': 1e9 + k}[times]
+        qd = {'none': [], 'zero': [0.0] * len(names), 'short': [0.0] * max(len(names) - 1, 0),
+              'huge': [1e6] * len(names), 'nan': [float('nan')] * len(names)}[velocities]
+        goal.trajectory.points.append(point(t, [start[n] + value * k / count for n in names],
+                                            qd))
+    if tolerance != 'none':
+        goal.path_tolerance = [JointTolerance(
+            name={'bogus name': 'nope'}.get(tolerance, JOINTS[0]),
+            position={'negative': -1.0, 'nan': float('nan')}.get(tolerance, 0.1))]
+    if multi:
+        goal.multi_dof_trajectory.joint_names = ['base']
+    return goal
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(names=st.one_of(st.just(JOINTS), st.permutations(JOINTS),
+                       st.lists(st.sampled_from(JOINTS + ['x', '']), max_size=7)),
+       count=st.sampled_from([0, 1, 3, 12, 2000]),
+       value=st.sampled_from([0.0, 1e-3, 0.2, 3.0, 1e6, float('nan'), float('inf')]),
+       velocities=st.sampled_from(['none', 'zero', 'short', 'huge', 'nan']),
+       times=st.sampled_from(['ok', 'zero', 'backwards', 'huge']),
+       tolerance=st.sampled_from(['none', 'bogus name', 'negative', 'nan']),
+       multi=st.booleans())
+# goals the node accepts (a draw is nearly always refused): 12 and 2,000 points, names permuted
+@example(names=JOINTS, count=12, value=0.2, velocities='zero', times='ok', tolerance='none',
+         multi=False)
+@example(names=JOINTS[::-1], count=2000, value=-0.2, velocities='zero', times='ok',
+         tolerance='bogus name', multi=False)
+@example(names=JOINTS, count=3, value=1e-3, velocities='zero', times='ok', tolerance='negative',
+         multi=False)
+def test_fuzzed_action_goals_are_answered_and_never_make_a_single_tick_outlier(
+        setup, goals, names, count, value, velocities, times, tolerance, multi):
+    """Goals of every shape a client can send (names bogus, empty, repeated or permuted; 0 to
+    2,000 points; moves of 0 to 1e6 rad, NaN, inf; velocities missing, short, 1e6 rad/s, NaN;
+    times zero, backwards, 1e9 s; tolerances of unknown joints, negative or NaN; a multi-DOF
+    part), taken by ros/raw_goal.py: each is answered (accepted or rejected), the node lives,
+    and every command it publishes is finite, within the limits, with no step above 0.25 x
+    the limit (the arm held at Q0: an accepted goal moves the reference from where it was)."""
+    client, procs, proc, raw = setup
+    client.set_state(Q0)
+    client.steady_command()
+    goal = hostile_goal(names, count, value, velocities, times, tolerance, multi)
+    handle = send_goal(goals, goal, timeout=15.0)
+    assert handle is not None, ('no answer', procs.output(proc)[-2000:])
+    time.sleep(0.1)
+    if handle.accepted:
+        assert wait_for(handle.cancel_goal_async().done, 5.0)
+        time.sleep(0.05)
     commands = np.array(client.commands)
     assert len(commands) > 10 and proc.poll() is None
     check_commands(client)
