@@ -171,12 +171,12 @@ def lock_waits(N, repeats=10):
     taker = raw_goal.GoalTaker()
     request = FollowJointTrajectory.Impl.SendGoalService.Request()
     request.goal.trajectory = msg
-    c_request = taker._request.create()
-    taker._request.from_py(request, c_request)
+    c_request = taker.request.create()
+    taker.request.from_py(request, c_request)
 
     def rclpy_goal():
         with wire.collection_paused():
-            taker._request.to_py(c_request)
+            taker.request.to_py(c_request)
     steps = [('sleep 30 ms (the peer)', lambda: time.sleep(0.03)),
              ('wire read', lambda: wire.read_trajectory(data, STORE)),
              ('plan_arrays', lambda: plan_arrays(*fields, **kw)),
@@ -220,7 +220,7 @@ def lock_waits(N, repeats=10):
         thread.join()
         gc.unfreeze()
         sys.setswitchinterval(interval)
-        taker._request.destroy(c_request)
+        taker.request.destroy(c_request)
 
 
 def sampling(sizes, kw):

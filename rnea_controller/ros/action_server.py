@@ -6,7 +6,7 @@ names spelled out under the controller's name) spun by their own executor in the
 so that no control tick waits on a goal's validation, feedback or result; a goal request is
 taken without rclpy building its points (`_ActionServer`, ros/raw_goal.py), its trajectory read
 as the topic's. The tick touches this module twice, both O(1): `swap_in()` takes a trajectory
-prepared here (planned with the topic path's own `inputs.plan_trajectory_arrays`, from the
+prepared here (planned by the topic path's own `ControllerNode._plan`, from the
 reference the node had at that instant), and
 `leave_snapshot()` copies (desired, actual, effort) into a buffer under a sequence counter
 (a seqlock: the reader retries a torn copy) from which feedback and controller_state are built;
@@ -189,7 +189,7 @@ class TrajectoryActionServer:
 
     def _plan(self, arrays):
         """Validate the goal's trajectory (`wire.TrajectoryArrays`) and plan it from the
-        node's reference now, with the topic's own `inputs.plan_trajectory_arrays`. Returns
+        node's reference now, with the topic's own `ControllerNode._plan`. Returns
         (trajectory, based_on, absolute point times [s])."""
         node = self.controller
         based_on = node.trajectory
@@ -198,11 +198,7 @@ class TrajectoryActionServer:
         final = arrays.velocities[-1] if (arrays.velocities is not None
                                           and len(arrays.times)) else ()
         rules.check_goal_trajectory(arrays.names, final, False)
-        now = node._seconds(node._now_ns())
-        start = node._seconds(arrays.stamp_ns) if arrays.stamp_ns else None
-        trajectory = inputs.plan_trajectory_arrays(arrays, node.config, based_on.sample(now),
-                                                   now, start)
-        start = now if start is None else start
+        trajectory, _, start = node._plan(arrays, based_on)
         return trajectory, based_on, start + np.asarray(arrays.times, dtype=float)
 
     def _on_goal(self, request):

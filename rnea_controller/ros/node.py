@@ -281,6 +281,15 @@ class ControllerNode(LifecycleNode):
         """Trajectory time [s] of a stamp [ns] (the intake and the action server plan in it)."""
         return (ns - self._t0_ns) * 1e-9
 
+    def _plan(self, arrays, based_on):
+        """(the reference planned from `based_on` now, now [s], the points' start [s]: the
+        header's stamp, or now where it is 0): the topic's and the action's one way from
+        read arrays (wire.TrajectoryArrays) to a checked Trajectory (inputs.py)."""
+        now = self._seconds(self._now_ns())
+        start = self._seconds(arrays.stamp_ns) if arrays.stamp_ns else now
+        return (inputs.plan_trajectory_arrays(arrays, self.config, based_on.sample(now), now,
+                                              start), now, start)
+
     def _status(self):
         """The /diagnostics message of the node now (diagnostics.py)."""
         return diagnostics.make_status(self, self.get_clock().now().to_msg())

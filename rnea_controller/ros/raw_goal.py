@@ -92,7 +92,8 @@ class GoalTaker:
     """Takes FollowJointTrajectory goal requests of one rclpy action server and answers them.
     `usable` is False (and `reason` says why) where this rclpy or its messages are not as
     expected: the caller then keeps rclpy's own path. `store`: the rosbags type store the
-    topic's reader uses (None: its own)."""
+    topic's reader uses (None: its own). `request`: the goal request's generated C functions
+    (create, from_py, to_py, destroy; a C request for `read`, as bench_intake makes one)."""
 
     def __init__(self, store=None):
         self._store = store
@@ -122,7 +123,7 @@ class GoalTaker:
         self._allocator = allocator()
         service = FollowJointTrajectory.Impl.SendGoalService
         try:
-            self._request = _MessageFunctions(service.Request)
+            self.request = _MessageFunctions(service.Request)
             self._response = _MessageFunctions(service.Response)
             self._trajectory = _MessageFunctions(JointTrajectory)
         except (AttributeError, TypeError, ValueError) as error:
@@ -144,11 +145,11 @@ class GoalTaker:
         trajectory.header.frame_id = 'probe'
         request = FollowJointTrajectory.Impl.SendGoalService.Request()
         request.goal.trajectory = trajectory
-        c = self._request.create()
+        c = self.request.create()
         if not c:
             return False
         try:
-            if not self._request.from_py(request, c):
+            if not self.request.from_py(request, c):
                 return False
             count = ctypes.c_size_t.from_address(c + POINTS + 8).value
             capacity = ctypes.c_size_t.from_address(c + POINTS + 16).value
@@ -166,7 +167,7 @@ class GoalTaker:
         except ValueError:
             return False
         finally:
-            self._request.destroy(c)
+            self.request.destroy(c)
 
     def _serialized(self, trajectory):
         """The CDR bytes of the C JointTrajectory at `trajectory`, or None."""
@@ -187,7 +188,7 @@ class GoalTaker:
         answers so too). A request taken but not readable (its trajectory not serialized)
         comes as (RequestId, the error), to be answered. The C calls run without the
         interpreter's lock."""
-        c = self._request.create()
+        c = self.request.create()
         if not c:
             raise MemoryError('no goal request message could be made')
         try:
@@ -199,7 +200,7 @@ class GoalTaker:
             except (RuntimeError, ValueError, TypeError) as error:
                 return header, error
         finally:
-            self._request.destroy(c)
+            self.request.destroy(c)
 
     def read(self, c):
         """The TakenGoal of the C goal request at address `c` (left as it was)."""
@@ -209,7 +210,7 @@ class GoalTaker:
         points = ctypes.c_size_t.from_address(c + POINTS + 8)
         count, points.value = points.value, 0  # converted without its points ...
         try:
-            request = self._request.to_py(c)
+            request = self.request.to_py(c)
         finally:
             points.value = count  # ... and destroyed with them
         return TakenGoal(request.goal_id, request.goal, cdr)

@@ -57,10 +57,7 @@ class TrajectoryIntake:
             based_on = node.trajectory
             if node.mode in ('unconfigured', 'inactive', 'finished') or based_on is None:
                 raise TrajectoryError(f'controller is {node.mode}: no trajectory accepted')
-            now = node._seconds(node._now_ns())
-            start = node._seconds(arrays.stamp_ns) if arrays.stamp_ns else None
-            planned = inputs.plan_trajectory_arrays(arrays, node.config, based_on.sample(now),
-                                                    now, start)
+            planned, now, _ = node._plan(arrays, based_on)
         except (TrajectoryError, ValueError, TypeError) as error:
             return node._reject('joint_trajectory', error)
         self.pending = (planned, based_on, len(arrays.times), now, time.perf_counter() - t0)
