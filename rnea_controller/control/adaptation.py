@@ -107,7 +107,15 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    in the direction of motion and more each tick, it stands still (slower than INTEGRAL_GATE
    and half its reference), its command is not limited and its feedback torque Kp (M_ii +
    a^) |e| is under UNSTICK_TORQUE x the effort limit: M_ii + a^ grows by e per
-   ARMATURE_GROWTH, a^'s variance reset to GAIN. Why: an untold rotor its friction holds
+   ARMATURE_GROWTH, or slower on a late loop: by e per |tau| d / A at most, A = ((M_ii + a^
+   measured) / d + b + b^) qd_max the step bound's torque (law.py), d the loop's lateness, so
+   that what the command gains while the loop cannot yet see the joint break away is at most
+   what its measured inertia and damping absorb below its velocity limit (the guess itself
+   is not counted: it is what the breakaway tests). a^'s variance is reset to GAIN. Why the
+   late rate: with commands 9 ms late the xArm7's joint7 (1.4e-4 kg·m², 0.8 N·m of Coulomb
+   friction) broke away under a command growing 0.05 N·m per tick, 1.6 N·m committed against
+   0.9 that moved it: 3.3 rad/s within 3 ms, the brake; corpus seeds 1-3, 444 -> 446 at the
+   bar, cases beyond 1.5x a velocity limit 9 -> 8. Why: an untold rotor its friction holds
    never accelerates, so no residual shows its inertia (the geared row 7.6e-3 -> 2.1e-3 rad;
    the real `--geared` demo 64-70 mrad FAIL -> 5.6). Why bounded: a joint held by an obstacle
    and let go is back at its true inertia; a held xArm7 wrist, released, peaked at 2.0-3.3x
@@ -594,7 +602,14 @@ def _unstick(model, work, ref):
         if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0 and still
                 and work.tau[k] == work.raw[k]
                 and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
-            grown = min(work.theta[0, k] + inertia * growth, model.ceilings[0, k])
+            # what the command gains within the loop's lateness d, at most what takes the
+            # joint to its velocity limit through its measured inertia and damping (rule 6)
+            d = max(work.delay[0], model.dt)
+            absorbed = ((model.inertia[k] + max(work.theta[0, k] - probe[0, k], 0.0)) / d
+                        + max(model.viscous[k] + work.theta[1, k], 0.0)) * model.velocity[k]
+            late = abs(work.tau[k]) * d / absorbed if absorbed > 0.0 else 0.0
+            rate = growth if late <= ARMATURE_GROWTH else model.dt / late
+            grown = min(work.theta[0, k] + inertia * rate, model.ceilings[0, k])
             probe[0, k] += grown - work.theta[0, k]
             work.theta[0, k] = grown
             P = work.P[k]
