@@ -212,6 +212,51 @@ def test_a_stuck_joint_that_breaks_away_has_its_guessed_inertia_measured():
     assert back[1] >= back[0] * 0.95, back
 
 
+def stuck_commands(lateness, joint=6, ticks=400):
+    """Rule 6 on the lightest wrist (joint7, M_77 1.4e-4 kg·m²) held while its reference
+    moves at 0.1 rad/s, commands `lateness` [s] late: (its commands [N·m], a^ [kg·m²], tick
+    by tick)."""
+    cfg = validate_parameters({}, MODEL)
+    controller = Controller(cfg)
+    controller.set_schedule(1.0, 0.0, True)  # the integral paused: rule 6 alone pushes
+    controller.lateness = lateness
+    rest = np.vstack((START, np.zeros((2, len(JOINTS)))))
+    _answering(cfg, controller, rest)
+    commands, guesses = [], []
+    for tick in range(ticks):
+        ref = rest.copy()
+        ref[0, joint] += 0.01 + 1e-4 * tick
+        ref[1, joint] = 0.1
+        commands.append(controller.command(cfg, START, np.zeros(len(JOINTS)), ref)[joint])
+        guesses.append(controller.estimates[0, joint])
+    return np.array(commands), np.array(guesses)
+
+
+def test_on_a_late_loop_a_stuck_joint_gains_within_the_lateness_only_what_it_can_absorb():
+    """Rule 6's guess grows a stuck joint's command until it breaks away; what the command
+    gains while the loop cannot yet see the breakaway (its lateness d) moves the joint on
+    unwatched. On a late loop the guess grows so that this gain is at most A = M_ii qd_max / d
+    (no damping told or measured): the torque that takes the joint from rest to its velocity
+    limit within d. With commands 9 ms late the xArm7's joint7 (1.4e-4 kg·m²) broke away under
+    1.6 N·m against the 0.9 that moved it, and reached 3.3 rad/s within 3 ms (issue 43's
+    corpus). A prompt loop's guess grows e-fold per 50 ms, its command over 9 ms by 3x that."""
+    lateness, limit = 0.009, MODEL.velocity_limits[6]
+    m77 = validate_parameters({}, MODEL).inertia[6]  # the law's M_ii(q0)
+    commands, guesses = stuck_commands(lateness)
+    late = guesses[-1]
+    span = int(round(lateness / DT))
+    gained = np.abs(commands[span:] - commands[:-span]).max()
+    absorbed = m77 / lateness * limit
+    # plus what the feedback itself gains as the reference draws away (1e-4 rad a tick), not
+    # the guess's: Kp (M_77 + a^) times the error's growth over the lateness
+    drawn = 400.0 * (m77 + late) * 1e-4 * span
+    assert late > 5 * m77, late  # the guess still grows: the joint is pushed
+    assert gained <= 1.05 * (absorbed + drawn), (gained, absorbed, drawn)
+    prompt_commands, _ = stuck_commands(DT)  # a prompt loop's guess: e-fold per 50 ms
+    prompt_gained = np.abs(prompt_commands[span:] - prompt_commands[:-span]).max()
+    assert prompt_gained > 2 * (absorbed + drawn), (prompt_gained, absorbed, drawn)
+
+
 def stood_then_moved(stand, speed=0.05, joint=4, error=0.002, coulomb=0.5):
     """Rule 7 on joint5 at rest, `error` [rad] short of its goal, its Coulomb friction measured
     c^ = `coulomb` [N·m] and a^ measured: it stands for `stand` [s] while the integral gathers,
