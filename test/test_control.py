@@ -270,6 +270,35 @@ def test_the_step_bound_holds_on_commands_the_law_was_never_meant_to_make(ur5, d
     np.testing.assert_allclose(controller.step_bounds, bounds, rtol=1e-9)
 
 
+def test_the_step_bound_holds_over_the_loop_s_lateness_not_per_tick(ur5):
+    """The bound is what the joint can take within the time the loop needs to see it answer,
+    d: a command that changed by a bound at each of d / dt ticks would have moved the joint
+    d / dt times further unwatched (stop 57: the xArm7's stuck joint7, commands 9 ms late,
+    broke away under 1.5 N·m, 0.6 beyond what moved it, and braked). A law ramping far faster
+    (gains 1e5 1/s², its reference running away 5 mrad a tick), commands 10 ms late: every
+    published command is within one bound of each of the ten before it (M_ii by Pinocchio),
+    where the bound per tick let the wrist's command move five bounds within d (to its
+    effort limit)."""
+    values = {'estimation.forgetting_time': 0.0, 'integral_gain': 0.0,
+              **{f'gains.{j}.p': 1e5 for j in ur5.joint_names}}
+    cfg = validate_parameters(values, ur5)
+    controller = Controller(cfg)
+    controller.lateness = 0.01
+    bounds = _step_bounds(ur5, 0.01)
+    q, ref = np.zeros(ur5.n), np.zeros((3, ur5.n))
+    commands = [controller.gravity_hold(cfg, q).copy()]
+    for k in range(60):
+        ref[0] = -0.005 * k  # a pull of Kp M 5e-3 N·m more each tick, the same way
+        commands.append(controller.command(cfg, q, q, ref).copy())
+    commands = np.array(commands)
+    within = np.max([np.abs(commands[10:] - commands[10 - j:len(commands) - j]).max(axis=0)
+                     / bounds for j in range(1, 11)], axis=0)  # per joint, over the last d
+    assert np.all(within <= 1 + 1e-9), within
+    held = controller.stepped > 0  # the joints whose bound acts (the wrist's: 5.5 N·m)
+    moved = np.abs(commands[-1] - commands[1]) / bounds  # a ramp, one bound per d
+    assert held.any() and np.all(moved[held] >= 4.0), (controller.stepped, moved)
+
+
 def test_a_joint_its_friction_damps_may_step_by_what_the_damping_takes(xarm7):
     """The step bound of a joint told a viscous friction b adds b qd_max: its velocity answers
     a torque step Δ by at most Δ / b however light it is (the SO-100's wrist, 1e-5 kg·m² under

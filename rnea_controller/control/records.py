@@ -56,7 +56,8 @@ LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'ar
                     'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'coupling', 'dt',
                     'velocity')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
-                   'saturation', 'armature', 'bound', 'stepped', 'delay') + ADAPTATION_FIELDS
+                   'saturation', 'armature', 'bound', 'stepped', 'delay', 'history',
+                   'kept') + ADAPTATION_FIELDS
 structref.define_proxy(LawModel, _LawModelType, LAW_MODEL_FIELDS)
 structref.define_proxy(LawWork, _LawWorkType, LAW_WORK_FIELDS)
 
