@@ -167,25 +167,33 @@ def _answering(cfg, controller, ref):
         controller.command(cfg, START + 1e-7 * tick, np.zeros(len(JOINTS)), ref)
 
 
+def _held(joint, lateness, ticks):
+    """Rule 6's scene: the defaults, the integral paused (rule 6 alone pushes), commands
+    `lateness` [s] late, the arm answering; then `joint` held at START while its reference
+    moves at 0.1 rad/s, from 10 mrad ahead. Yields (tau, controller, cfg, ref) each tick."""
+    cfg = validate_parameters({}, MODEL)
+    controller = Controller(cfg)
+    controller.set_schedule(1.0, 0.0, True)
+    controller.lateness = lateness
+    rest = np.vstack((START, np.zeros((2, len(JOINTS)))))
+    _answering(cfg, controller, rest)
+    for tick in range(ticks):
+        ref = rest.copy()
+        ref[0, joint] += 0.01 + 1e-4 * tick
+        ref[1, joint] = 0.1
+        yield controller.command(cfg, START, np.zeros(len(JOINTS)), ref), controller, cfg, ref
+
+
 def stuck_then_broke_away(speed, joint=4, lateness=0.025):
     """Rule 6 on the light wrist (joint5, M_55 4.3e-3 kg·m²): its reference moves at 0.1 rad/s
     while the joint stands (held by a friction the model does not have), so a^ grows; then in
     one state the joint moves at `speed` [rad/s], its way. (a^ before, a^ after, the command
     [N·m] and the model's torque T0 at the breakaway, the acceleration [rad/s²] measured, the
     loop's lateness [s])."""
-    cfg = validate_parameters({}, MODEL)
-    controller = Controller(cfg)
-    controller.set_schedule(1.0, 0.0, True)  # the integral paused: rule 6 alone pushes
-    controller.lateness = lateness
-    rest = np.vstack((START, np.zeros((2, len(JOINTS)))))
-    _answering(cfg, controller, rest)
-    qd = np.zeros(len(JOINTS))
-    for tick in range(200):
-        ref = rest.copy()
-        ref[0, joint] += 0.01 + 1e-4 * tick
-        ref[1, joint] = 0.1
-        tau = controller.command(cfg, START, qd, ref).copy()
+    *_, (tau, controller, cfg, ref) = _held(joint, lateness, 200)
+    tau = tau.copy()  # the last tick's (the next command writes the same array)
     before = controller.estimates[0, joint]
+    qd = np.zeros(len(JOINTS))
     qd[joint] = speed
     after_tau = controller.command(cfg, START, qd, ref)
     return (before, controller.estimates[0, joint], max(abs(tau[joint]), abs(after_tau[joint])),
@@ -216,18 +224,9 @@ def stuck_commands(lateness, joint=6, ticks=400):
     """Rule 6 on the lightest wrist (joint7, M_77 1.4e-4 kg·m²) held while its reference
     moves at 0.1 rad/s, commands `lateness` [s] late: (its commands [N·m], a^ [kg·m²], tick
     by tick)."""
-    cfg = validate_parameters({}, MODEL)
-    controller = Controller(cfg)
-    controller.set_schedule(1.0, 0.0, True)  # the integral paused: rule 6 alone pushes
-    controller.lateness = lateness
-    rest = np.vstack((START, np.zeros((2, len(JOINTS)))))
-    _answering(cfg, controller, rest)
     commands, guesses = [], []
-    for tick in range(ticks):
-        ref = rest.copy()
-        ref[0, joint] += 0.01 + 1e-4 * tick
-        ref[1, joint] = 0.1
-        commands.append(controller.command(cfg, START, np.zeros(len(JOINTS)), ref)[joint])
+    for tau, controller, _, _ in _held(joint, lateness, ticks):
+        commands.append(tau[joint])
         guesses.append(controller.estimates[0, joint])
     return np.array(commands), np.array(guesses)
 
