@@ -254,6 +254,17 @@ def check_commands(client, limits=LIMITS):
         assert np.all(np.isfinite(tau)) and np.all(np.abs(tau) <= limits + 1e-9), tau
 
 
+def check_steady(client, procs, proc):
+    """The node alive and commanding the held arm throughout: more than ten commands, each
+    finite and within the limits, none stepping above 0.25 x the limit from the one before."""
+    commands = np.array(client.commands)
+    assert len(commands) > 10 and proc.poll() is None
+    check_commands(client)
+    steps = np.abs(np.diff(commands, axis=0))
+    assert np.all(steps <= 0.25 * LIMITS), (steps.max(axis=0) / LIMITS,
+                                            procs.output(proc)[-3000:])
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(names=names_strategy, positions=st.lists(floats, max_size=8),
        velocities=st.lists(floats, max_size=8))
@@ -360,12 +371,7 @@ def test_a_second_stream_of_odd_states_and_stamps_never_makes_a_single_tick_outl
         client.state_pub.publish(msg)
         time.sleep(0.002)
     time.sleep(0.05)
-    commands = np.array(client.commands)
-    assert len(commands) > 10 and proc.poll() is None
-    check_commands(client)
-    steps = np.abs(np.diff(commands, axis=0))
-    assert np.all(steps <= 0.25 * LIMITS), (steps.max(axis=0) / LIMITS,
-                                            procs.output(proc)[-3000:])
+    check_steady(client, procs, proc)
 
 
 @pytest.fixture(scope='module')
@@ -443,9 +449,4 @@ def test_fuzzed_action_goals_are_answered_and_never_make_a_single_tick_outlier(
     if handle.accepted:
         assert wait_for(handle.cancel_goal_async().done, 5.0)
         time.sleep(0.05)
-    commands = np.array(client.commands)
-    assert len(commands) > 10 and proc.poll() is None
-    check_commands(client)
-    steps = np.abs(np.diff(commands, axis=0))
-    assert np.all(steps <= 0.25 * LIMITS), (steps.max(axis=0) / LIMITS,
-                                            procs.output(proc)[-3000:])
+    check_steady(client, procs, proc)
