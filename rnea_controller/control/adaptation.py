@@ -404,6 +404,22 @@ def damped(model: LawModel, theta: np.ndarray, k: int) -> float:
 
 
 @njit(cache=True)
+def lateness(model: LawModel, work: LawWork) -> float:
+    """d = max(the loop's lateness `LawWork.delay`, a period) [s]: how late the loop sees the
+    arm answer a command (`Controller.lateness`)."""
+    return max(work.delay[0], model.dt)
+
+
+@njit(cache=True)
+def reach_torque(model: LawModel, work: LawWork, k: int, inertia: float, d: float) -> float:
+    """(inertia / d + b + b^) qd_max [N·m]: the torque that takes controlled joint k, of
+    `inertia` [kg·m²] and its viscous friction told and measured (at least 0), from rest to
+    its velocity limit within d [s]. The step bound's (law._bounded) and rule 6's late rate."""
+    damping = max(model.viscous[k] + work.theta[1, k], 0.0)
+    return (inertia / d + damping) * model.velocity[k]
+
+
+@njit(cache=True)
 def adapt(model: LawModel, work: LawWork, qm: np.ndarray, qdm: np.ndarray, closing: bool,
           ref: np.ndarray) -> None:
     """This tick's adaptation, after the law's limits: the estimate when the window closes
@@ -604,9 +620,9 @@ def _unstick(model, work, ref):
                 and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
             # what the command gains within the loop's lateness d, at most what takes the
             # joint to its velocity limit through its measured inertia and damping (rule 6)
-            d = max(work.delay[0], model.dt)
-            absorbed = ((model.inertia[k] + max(work.theta[0, k] - probe[0, k], 0.0)) / d
-                        + max(model.viscous[k] + work.theta[1, k], 0.0)) * model.velocity[k]
+            d = lateness(model, work)
+            absorbed = reach_torque(model, work, k, model.inertia[k]
+                                    + max(work.theta[0, k] - probe[0, k], 0.0), d)
             late = abs(work.tau[k]) * d / absorbed if absorbed > 0.0 else 0.0
             rate = growth if late <= ARMATURE_GROWTH else model.dt / late
             grown = min(work.theta[0, k] + inertia * rate, model.ceilings[0, k])
@@ -634,14 +650,14 @@ def _broke_away(model, work, k, forward):
                  + abs(work.T[0, model.index[k]]))
         # the feedback's damping through M_ii + a^ on a joint of inertia m, Kd (M_ii + a^) / m,
         # stays within the loop's reach 1 / d (its phase lost to the lateness at most a radian)
-        damping = model.kd[k] * max(work.delay[0], model.dt)  # Kd d (0: no damping feedback)
+        damping = model.kd[k] * lateness(model, work)  # Kd d (0: no damping feedback)
         reach = max(1.0, 1.0 / damping) if damping > 0.0 else 1.0
         cut = work.theta[0, k] - max(reach * drive / acceleration - model.inertia[k],
                                      work.theta[0, k] - probe[0, k], 0.0)
         if cut > 0.0:
             work.theta[0, k] -= cut
             probe[0, k] -= cut
-    if not forward or probe[3, k] > 2.0 * max(work.delay[0], model.dt):
+    if not forward or probe[3, k] > 2.0 * lateness(model, work):
         probe[3, k] = 0.0
 
 
@@ -662,7 +678,7 @@ def _stuck(model, work, k, e):
     if model.pd or model.kd[k] <= 0.0 or model.forget == 1.0:
         return 0.0
     c = max(work.theta[3, k], 0.0)
-    late = BAND_DELAYS * max(work.delay[0], model.dt)
+    late = BAND_DELAYS * lateness(model, work)
     return c / max(model.width * model.kd[k], model.ki * abs(e) * late)
 
 

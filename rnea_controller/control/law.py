@@ -983,7 +983,7 @@ def _bounded(model, work, step):
     from a bang-bang command. The brake and the gravity hold do not pass here. Where the
     bound acts, `stepped` counts it (and `saturation`). step < 0: no previous command (the
     first after a reset), no bound."""
-    d = max(work.delay[0], model.dt)
+    d = adaptation.lateness(model, work)
     history, kept = work.history, work.kept
     size = history.shape[0]
     if step < 0.0:
@@ -994,8 +994,7 @@ def _bounded(model, work, step):
         kept[0] = min(kept[0] + 1, size)
     span = min(kept[0], max(1, int(round(d / model.dt))))  # the window: the last d
     for k in range(model.index.shape[0]):
-        damping = max(model.viscous[k] + work.theta[1, k], 0.0)
-        bound = ((model.inertia[k] + work.theta[0, k]) / d + damping) * model.velocity[k]
+        bound = adaptation.reach_torque(model, work, k, model.inertia[k] + work.theta[0, k], d)
         work.bound[k] = bound
         if step < 0.0:
             continue
