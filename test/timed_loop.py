@@ -18,6 +18,8 @@ from `Timing`'s seed:
 - a command published at t acts on the arm from t + `delay` [s] (DDS, the driver, the
   controller_manager's own period) plus an exponential extra of mean `delay_jitter` [s] (in
   order: never before the previous command), the newest one that arrived, held (zero-order);
+  until the first command acts the arm gets no torque (an effort interface's initial command)
+  and falls, or, `braked`, stands at its start on its brakes (released as commands flow);
 - `stall` (start [s], duration [s]): the state stream stops (a dropped network, a starved
   driver) while the node goes on ticking and its commands go on acting.
 - `blackout` (start [s], duration [s]): the command path stops (the arm's driver or its DDS
@@ -236,9 +238,10 @@ def _awake(pauses, t):
     return pauses[i][1] if i >= 0 and pauses[i][0] <= t < pauses[i][1] else t
 
 
-def run(plant, controller, duration, timing, start, reference=None):
+def run(plant, controller, duration, timing, start, reference=None, braked=False):
     """`controller` on `plant` (reset to `start`) for `duration` [s] under `timing`; returns
-    a Result. `reference` (a Trajectory): the desired position recorded per step."""
+    a Result. `reference` (a Trajectory): the desired position recorded per step; `braked`:
+    the arm is held at `start` until the first command acts (module doc)."""
     dt = plant.model.opt.timestep
     plant.reset(start)
     steps = int(round(duration / dt))
@@ -283,8 +286,12 @@ def run(plant, controller, duration, timing, start, reference=None):
             while next_tick <= at:  # the periods a pause swallowed are skipped
                 next_tick += period
         while sent and sent[0][0] <= t:
-            held = sent.pop(0)[1]
-        out.applied[k] = plant.step(held)
+            held, braked = sent.pop(0)[1], False
+        if braked:  # on its brakes until the first command acts (module doc)
+            plant.reset(start)
+            out.applied[k] = 0.0
+        else:
+            out.applied[k] = plant.step(held)
         out.t[k], out.q[k], out.qd[k] = t + dt, plant.q, plant.qd
         if reference is not None:
             out.desired[k] = reference.sample(t + dt)[0]
