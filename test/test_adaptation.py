@@ -300,20 +300,23 @@ def test_an_integral_that_carried_a_joint_through_its_friction_lets_go_when_it_b
 
 
 def test_the_integral_at_rest_accelerates_its_own_joint_only():
-    """The integral at rest (rule 7) acts through the controlled joints' inertia, as computed
-    torque's feedback does: on the SO-100 held still with its elbow alone 10 mrad off (the
-    estimate off, so the integral runs once the arm answers), the integral torque after 0.3 s
-    accelerates the elbow alone by Pinocchio's M(q0) (the model's inertia where the law
-    takes it, q0 = 0 clipped into the limits). Through M_ii alone (before) it had driven the
-    other joints too: Pinocchio's M⁻¹ turned the elbow's torque into accelerations of the
-    wrist and the gripper 2.2x and 1.4x the elbow's own (the SO-100's elbow feels a
-    seventeenth of M_ii), and its holds swung."""
+    """The integral at rest (rule 7) acts through the arm's inertia where the arm is, as
+    computed torque's feedback does: on the SO-100 held still 0.5 rad from its zero pose with
+    its elbow alone 10 mrad off (the estimate off, so the integral runs once the arm
+    answers), the integral torque after 0.3 s accelerates the elbow alone by Pinocchio's M(q)
+    at the measured q. Through M_ii alone (before stop 54) it had driven the other joints
+    too: Pinocchio's M⁻¹ turned the elbow's torque into accelerations of the wrist and the
+    gripper 2.2x and 1.4x the elbow's own (the SO-100's elbow feels a seventeenth of M_ii),
+    and its holds swung; through M(q0) fixed at the zero pose (stops 54-57) a mode of the arm
+    at q got M(q)⁻¹ M(q0) times the integral's gain, up to 13.5x on the Kinova at the
+    corpus's start pose, and its hold swung into 14 brakes (issue 43's corpus)."""
     pin = pytest.importorskip('pinocchio')
     text = robot_data_urdf('so_arm_description/urdf/so100.urdf').read_text()
     model = RobotModel.from_urdf_string(text)
     cfg = validate_parameters({'estimation.forgetting_time': 0.0}, model)
     controller = Controller(cfg)
-    goal = np.clip(np.zeros(model.n), *np.asarray(model.position_limits).T) + 0.05
+    low, high = np.asarray(model.position_limits).T
+    goal = np.clip(np.clip(np.zeros(model.n), low, high) + 0.5, low, high - 0.05)
     elbow = cfg.joints.index('elbow_flex')
     q = goal.copy()
     q[elbow] -= 0.01
@@ -325,11 +328,10 @@ def test_the_integral_at_rest_accelerates_its_own_joint_only():
     integral = controller.integral.copy()
     assert abs(integral[elbow]) > 1e-6, integral  # it ran
     oracle = pin.buildModelFromXML(text)
-    q0 = np.clip(np.zeros(model.n), *np.asarray(model.position_limits).T)
-    M = pin.crba(oracle, oracle.createData(), q0)
+    M = pin.crba(oracle, oracle.createData(), q)
     M = np.triu(M) + np.triu(M, 1).T
     cc = np.ix_(cfg.index, cfg.index)
     acceleration = np.linalg.solve(M[cc], integral)
     others = np.delete(acceleration, elbow)
     assert acceleration[elbow] > 0.0, acceleration  # towards the goal
-    assert np.abs(others).max() < 1e-9 * abs(acceleration[elbow]), acceleration
+    assert np.abs(others).max() < 1e-6 * abs(acceleration[elbow]), acceleration

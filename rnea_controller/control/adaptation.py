@@ -136,13 +136,17 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
 7. The integral at rest (`_integrate`). Each joint's acceleration dt Ki e, while the reference
    rests, the command is not limited, the joint is slower than INTEGRAL_GATE and than its PD's
    pace Kp/Kd |e| (`_pace`), or than FAR x that pace, or moves away from its goal, and a^ has
-   been measured once (its scaled variance <= SETTLED), acts through M_cc(q0) (every joint's
-   integral torque gains its row of it; the joint itself also a^ + b^ / Kd + s), each clamped to
-   ±`integral_clamp` x the effort limit. Why through M_cc: through M_ii alone a joint's integral
-   reached it through (M⁻¹)_ii, Ki M_ii (M⁻¹)_ii, 17x Ki on the SO-100's elbow, beyond the PD's
-   Kp Kd: its holds after a push swung into repeated brakes (docs/controller.md, stability item
-   4). Why each gate: without the 0.02 rad/s gate the geared row oscillated at rest; the pace
-   (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4 rad on the friction row) stops it carrying a
+   been measured once (its scaled variance <= SETTLED), acts through M(q) at the law's q, a^
+   in it (`_through`: every joint's integral torque gains its row of M(q) times the steps; the
+   joint itself also b^ / Kd + s), each clamped to ±`integral_clamp` x the effort limit. Why
+   through M(q): through M_ii alone a joint's integral reached it through (M⁻¹)_ii, Ki M_ii
+   (M⁻¹)_ii, 17x Ki on the SO-100's elbow, beyond the PD's Kp Kd: its holds after a push swung
+   into repeated brakes; through M_cc(q0) fixed at the zero pose (stops 54-57) a mode of the
+   arm at q got M(q)⁻¹ M(q0) times Ki, up to 13.5x on the Kinova at the corpus's start pose:
+   its hold, links 30 % off and commands 10 ms late, swung at 4.5 Hz into 14 brakes
+   (docs/controller.md, stability item 4). Why each gate: without the 0.02 rad/s gate the
+   geared row oscillated at rest; the pace (2, 5, 10 1/s gave final 8.5e-4, 3.1e-4, 1.1e-4
+   rad on the friction row) stops it carrying a
    joint across the friction band and back; away from the goal it unwinds an overshoot (it froze
    at 0.3 N·m; with b^'s ceiling raised at once, friction row 4.0e-2 -> 2.9e-2 rad RMS); before
    a^ is known the integral through M_ii alone is unstable on an untold geared joint ((M_ii +
@@ -196,7 +200,12 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    final 9.6e-4 rad). A tracked velocity changes by
    qdd·dt, ~0.01 rad/s per tick, a real arm's noise by ~0.01. And a joint that hunts at rest
    (`_hunts`: its reference at rest, it crosses its goal by over ±HUNT_AMPLITUDE more than
-   HUNT_CROSSINGS times in about HUNT_TIME, a 10 Hz oscillation or faster) has c^ halved:
+   HUNT_CROSSINGS times, counted over HUNT_CROSSINGS / (2 HUNT_RATIO f_n): an oscillation at
+   over twice its PD's natural frequency f_n = sqrt(Kp) / 2π, 6.4 Hz at the default gains;
+   10 Hz whatever the gains until stop 58, when the xArm7's 8.8 Hz hunt went uncounted for
+   1.2 s) has c^ halved, and a^ and b^ as at a chatter (stop 58: one response to an
+   oscillation faster than the loop makes; the z1 with its links off swung at 20 Hz in its
+   hold and braked at 1.09x with c^ alone halved, 0.32x so):
    c^'s slope in e (rule 5, up to COULOMB_STIFFNESS x the joint's stiffness) is a stiff spring
    at the goal, which only friction keeps still; on the xArm7 with its links 30 % off and no
    friction, a c^ of 0.17-0.24 N·m taken from the wrong gravity in motion set joints 1 and 3
@@ -220,6 +229,7 @@ import numpy as np
 
 from rnea_controller.control.friction import friction_torque
 from rnea_controller.control.records import ADAPTATION_FIELDS, LawModel, LawWork
+from rnea_controller.dynamics import rnea_kernel
 from rnea_controller.dynamics.model import RobotModel
 
 GAIN = 1.0  # the estimator's largest covariance (scaled units): its gain per window
@@ -252,8 +262,8 @@ CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time 
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
 VIBRATION = 0.03  # x the velocity limit per tick: a velocity swinging more chatters too
 HUNT_AMPLITUDE = 2e-4  # [rad] a joint at rest crossing its goal by more than this hunts ...
-HUNT_TIME = 0.2  # [s] ... if it does so more than HUNT_CROSSINGS times in about this time
-HUNT_CROSSINGS = 4.0
+HUNT_RATIO = 2.0  # ... at over this x its PD's natural frequency sqrt(Kp) / 2π (rule 8)
+HUNT_CROSSINGS = 4.0  # crossings counted over HUNT_CROSSINGS / (2 HUNT_RATIO f_n) (`_hunt_decay`)
 BAND_DELAYS = 10.0  # lateness d: the integral crosses the friction band in no less (rule 7)
 
 WORK_FIELDS = ADAPTATION_FIELDS
@@ -273,11 +283,13 @@ def work_shapes(n: int, m: int) -> dict:
     acceleration [rad/s²] from the state before (0 while no new state arrives), the time [s]
     since the joint broke away (0: not); rule 7's integral [N·m] when the joint last came to
     a stand at rest, and how long [s] it has stood; step (m,) rule 7's integral step of the
-    tick [N·m] (preallocated: the tick allocates nothing)."""
+    tick [rad/s²]; inertial (4, n) the RNEA row that takes it through M(q) (q, 0, the step ->
+    its torque [N·m]) and quiet (1, n, 6) that row's zero wrenches (preallocated: the tick
+    allocates nothing)."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
                 q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(8, m),
-                calmed=(m,), probe=(6, m), step=(m,))
+                calmed=(m,), probe=(6, m), step=(m,), inertial=(4, n), quiet=(1, n, 6))
 
 
 def initial(arrays: dict) -> None:
@@ -685,13 +697,17 @@ def _stuck(model, work, k, e):
 @njit(cache=True)
 def _integrate(model, work, ref):
     """Rule 7: the integral's acceleration dt·Ki·s·e_k of each joint k under its gates, s the
-    schedule's integral gain (0: the integral is kept as it is), acts through the controlled
-    joints' inertia M_cc(q0) (`coupling`), as the feedback acts through M(q): joint j's
-    integral torque gains M_jk times it (unless j is limited), plus (a^ + b^/Kd + s_k) times
-    it on k itself; each clamped to ±i_clamp. Through M_ii alone on each joint, a joint's own
-    integral reached it through (M⁻¹)_ii, M_ii (M⁻¹)_ii times Ki: 17x on the SO-100's elbow
-    (11x the Jaco2's, 12x the z1's), beyond the PD's Kp Kd (s³ + Kd s² + Kp s + Ki is stable
-    only while Ki < Kp Kd), and its holds swung into repeated brakes.
+    schedule's integral gain (0: the integral is kept as it is), acts through the arm's
+    inertia at its measured configuration, M(q) with a^ (`_through`), as the feedback does:
+    joint j's integral torque gains (M(q) step)_j (unless j is limited), plus (b^/Kd + s_k)
+    times its own step; each clamped to ±i_clamp. feedforward_pd acts per joint through its
+    M_ii(q0) (`coupling`), as its gains do.
+    Why M(q): through M_ii alone a joint's integral reached it through (M⁻¹)_ii, M_ii (M⁻¹)_ii
+    times Ki: 17x on the SO-100's elbow, beyond the PD's Kp Kd (s³ + Kd s² + Kp s + Ki is
+    stable only while Ki < Kp Kd), and its holds swung into repeated brakes; through M_cc(q0)
+    fixed at the zero pose, a mode of the arm at q got M(q)⁻¹ M(q0) times Ki, up to 13.5x on
+    the Kinova at the corpus's start pose (0.02-8x on the others): with its links 30 % off and
+    commands 10 ms late its wrist's hold swung at 4.5 Hz into 14 brakes.
     `settled` records once that a^'s scaled variance was at most SETTLED (it grows back at
     rest, which no longer holds the integral)."""
     scale = work.schedule[INTEGRAL]
@@ -712,18 +728,39 @@ def _integrate(model, work, ref):
             stepping = True
     if not stepping:
         return  # no joint integrates this tick (while moving: every tick), none changes
+    if not model.pd:
+        _through(model, work, step)
     for j in range(m):
         if work.tau[j] != work.raw[j]:
             continue  # limited: its integral is frozen (no windup)
         extra = 0.0
         if step[j] != 0.0:
-            extra = (work.theta[0, j] + damped(model, work.theta, j)
-                     + _stuck(model, work, j, work.e[0, j])) * step[j]
+            extra = (damped(model, work.theta, j) + _stuck(model, work, j, work.e[0, j])
+                     + (work.theta[0, j] if model.pd else 0.0)) * step[j]
         value = work.integral[j] + extra
-        for k in range(m):
-            value += model.coupling[j, k] * step[k]
+        if model.pd:
+            for k in range(m):
+                value += model.coupling[j, k] * step[k]
+        else:
+            value += work.inertial[3, model.index[j]]
         if value != work.integral[j]:
             work.integral[j] = min(max(value, -model.i_clamp[j]), model.i_clamp[j])
+
+
+@njit(cache=True)
+def _through(model, work, step):
+    """inertial[3] = M(q) x (step at the controlled joints, 0 elsewhere) [N·m]: one RNEA row
+    at the law's q (row 0's), at rest and without gravity, the model's armature plus a^ in
+    it (`work.armature`), as the law's feedback reaches the arm."""
+    row = work.inertial
+    for i in range(row.shape[1]):
+        row[0, i] = work.Q[0, i]
+        row[1, i] = row[2, i] = 0.0
+    for k in range(model.index.shape[0]):
+        row[2, model.index[k]] = step[k]
+    rnea_kernel.rnea_batch(model.parents, model.prismatic, model.axes, model.R_tree,
+                           model.p_tree, model.I, work.armature, row[0:1], row[1:2], row[2:3],
+                           model.v0, model.v0, work.quiet, row[3:4])
 
 
 @njit(cache=True)
@@ -734,7 +771,8 @@ def _calm(model, work, qd, ref):
     the effort limit per tick, or a velocity by over VIBRATION x the velocity limit, while
     going nowhere (the signed mean under a quarter of it) chatters: the feedback is stiffer
     than the arm, and the estimates that stiffen it, a^ and b^, are halved (a^'s variance
-    reset: it learns again), counted in `calmed`. Off with the estimate off and for
+    reset: it learns again), counted in `calmed`; so are they at a hunt (`_hunts`), which
+    also halves c^. Off with the estimate off and for
     feedforward_pd (its gains are the user's, not the estimate's)."""
     if model.forget == 1.0 or model.pd:
         return
@@ -742,7 +780,8 @@ def _calm(model, work, qd, ref):
     swing = work.swing
     for k in range(model.index.shape[0]):
         side = swing[7, k]
-        if _hunts(swing, k, work.e[0, k], _resting(ref, k), model.dt / HUNT_TIME):
+        hunts = _hunts(swing, k, work.e[0, k], _resting(ref, k), _hunt_decay(model, k))
+        if hunts:
             work.theta[3, k] *= 0.5  # c^'s slope in e is the spring it hunts on
         v = qd[model.index[k]]
         if _resting(ref, k):
@@ -753,7 +792,7 @@ def _calm(model, work, qd, ref):
         chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
         vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, 1.0 / model.velocity[k],
                            VIBRATION)
-        if chatters or vibrates:
+        if chatters or vibrates or hunts:
             work.theta[0, k] *= 0.5
             work.theta[1, k] *= 0.5
             work.P[k, 0, 0] = GAIN
@@ -796,9 +835,19 @@ def _crossed(model, work, k, v, gathered):
 
 
 @njit(cache=True)
+def _hunt_decay(model, k):
+    """Rule 8's leak per tick of joint k's count of crossings, dt / T: an oscillation at f
+    crosses its goal 2 f T times in T, past HUNT_CROSSINGS from f = HUNT_RATIO f_n on, f_n =
+    sqrt(Kp) / 2π the joint's PD natural frequency (computed torque's Kp [1/s²]): T =
+    HUNT_CROSSINGS / (2 HUNT_RATIO f_n), 0.31 s at the default ω = 20 rad/s (6.4 Hz)."""
+    f_n = math.sqrt(max(model.kp[k], 0.0)) / (2.0 * math.pi)
+    return model.dt * 2.0 * HUNT_RATIO * f_n / HUNT_CROSSINGS
+
+
+@njit(cache=True)
 def _hunts(swing, k, e, resting, decay):
     """Rule 8's hunt of joint k at rest: swing[6, k] its crossings of the goal beyond
-    ±HUNT_AMPLITUDE [rad], leaking over HUNT_TIME (decay: dt / HUNT_TIME), swing[7, k] the
+    ±HUNT_AMPLITUDE [rad], leaking by `decay` per tick (`_hunt_decay`), swing[7, k] the
     side it was last on (±1, 0 before). True (the count restarted) beyond HUNT_CROSSINGS."""
     side = 1.0 if e > HUNT_AMPLITUDE else (-1.0 if e < -HUNT_AMPLITUDE else swing[7, k])
     swing[6, k] *= 1.0 - decay

@@ -120,7 +120,7 @@ class ControllerConfig:
     scales (4, m): 1 / the reference acceleration, 1 / the reference velocity, 1 and 1
     (`adaptation.config_entries`);
     integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; coupling:
-    M_cc(q0) [kg·m²]; timeouts [s];
+    diag(M_ii(q0)) [kg·m²] (feedforward_pd's integral); timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -308,14 +308,13 @@ def _joint_inertias(model, index):
     return np.diag(mass_matrix(model, _q0(model)))[index]
 
 
-def _coupling(model, index, law):
-    """What the integral at rest acts through (adaptation rule 7) [kg·m²], as the law's
-    feedback does: computed torque's through M(q), so M_cc(q0), the controlled joints' block
-    of the joint-space inertia at q0 (as `_joint_inertias`); feedforward_pd's per joint, so
-    its diagonal M_ii(q0): its Kp, Kd and Ki then reach the arm through the same
-    M⁻¹ diag(M_ii), each mode r of which is the PID s³ + r Kd s² + r Kp s + r Ki."""
-    block = mass_matrix(model, _q0(model))[np.ix_(index, index)]
-    return np.ascontiguousarray(np.diag(np.diag(block)) if law == 'feedforward_pd' else block)
+def _coupling(model, index):
+    """What feedforward_pd's integral at rest acts through (adaptation rule 7) [kg·m²], as its
+    gains do: per joint, diag(M_ii(q0)) (as `_joint_inertias`); its Kp, Kd and Ki then reach
+    the arm through the same M⁻¹ diag(M_ii), each mode r of which is the PID s³ + r Kd s² +
+    r Kp s + r Ki. (computed_torque's acts through M(q) at the law's q, as its feedback:
+    `adaptation._through`.)"""
+    return np.ascontiguousarray(np.diag(_joint_inertias(model, index)))
 
 
 def _per_joint(values, joints, pattern, fallback):
@@ -394,7 +393,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         notes=notes + _links_note(values))
     config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
                                             _joint_inertias(model, index), viscous, coulomb))
-    config['coupling'] = _coupling(model, index, law)
+    config['coupling'] = _coupling(model, index)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)

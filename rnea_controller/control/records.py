@@ -9,7 +9,7 @@ from numba.experimental import structref
 # the adaptation's state in LawWork (control/adaptation.py `work_shapes` gives their shapes)
 ADAPTATION_FIELDS = ('theta', 'P', 'applied', 'qd_last', 'count', 'elapsed', 'integral',
                      'settled', 'q_mid', 'qd_mid', 'q_first', 'schedule', 'swing', 'calmed',
-                     'probe', 'step')
+                     'probe', 'step', 'inertial', 'quiet')
 
 
 class _Record(types.StructRef):
@@ -37,7 +37,7 @@ class LawModel(structref.StructRefProxy):
     (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
     forgetting factor `forget` (1: off), `floors`, `ceilings` and regressor `scales` (4, m),
     the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²], `coupling`
-    M_cc(q0) [kg·m²] (the controlled joints' block) and the period
+    diag(M_ii(q0)) [kg·m²] (feedforward_pd's integral acts through it) and the period
     `dt` [s]. Made by `law_model`; read by compiled code only."""
 
 

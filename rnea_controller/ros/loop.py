@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from rnea_controller.control import modes
-from rnea_controller.control.adaptation import ANSWER_TIME, CHATTER, VIBRATION
+from rnea_controller.control.adaptation import ANSWER_TIME, CHATTER, HUNT_RATIO, VIBRATION
 from rnea_controller.control.contact import ContactObserver
 from rnea_controller.control.parameters import latency_setting
 from rnea_controller.control.timing import ActuationDelay, LoopTiming, predict_into
@@ -306,8 +306,9 @@ class ControlLoop:
             self._log('warning', f"joint '{cfg.joints[k]}': its command chattered (it or the "
                       f'velocity swinging back and forth by over {100 * CHATTER:g} % of its '
                       f'effort limit or {100 * VIBRATION:g} % of its velocity limit per '
-                      f'tick): its estimated rotor inertia and viscous friction halved, now '
-                      f'{a:.3g} kg·m² and {b:.3g} N·m·s/rad')
+                      f'tick, or the joint hunting about its goal at over {HUNT_RATIO:g}x its '
+                      f"gains' natural frequency): its estimated rotor inertia and viscous "
+                      f'friction halved, now {a:.3g} kg·m² and {b:.3g} N·m·s/rad')
         seen[:] = calmed
 
     def _late(self, state_dt):
