@@ -200,10 +200,11 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    final 9.6e-4 rad). A tracked velocity changes by
    qdd·dt, ~0.01 rad/s per tick, a real arm's noise by ~0.01. And a joint that hunts at rest
    (`_hunts`: its reference at rest, it crosses its goal by over ±HUNT_AMPLITUDE more than
-   HUNT_CROSSINGS times, counted over HUNT_CROSSINGS / (2 HUNT_RATIO f_n): an oscillation at
-   over twice its PD's natural frequency f_n = sqrt(Kp) / 2π, 6.4 Hz at the default gains;
-   10 Hz whatever the gains until stop 58, when the xArm7's 8.8 Hz hunt went uncounted for
-   1.2 s) has c^ halved, and a^ and b^ as at a chatter (stop 58: one response to an
+   HUNT_CROSSINGS times, counted over HUNT_CROSSINGS / (2 HUNT_RATIO f_n), f_n = sqrt(Kp) /
+   2π its PD's natural frequency: a leaky count, which a steady swing about the goal passes
+   from about 1.7 f_n on, 5.5 Hz at the default gains; from 8.7 Hz whatever the gains until
+   stop 58 (a fixed 0.2 s), when the xArm7's 8.8 Hz hunt, not a steady swing, went uncounted
+   for 1.2 s) has c^ halved, and a^ and b^ as at a chatter (stop 58: one response to an
    oscillation faster than the loop makes; the z1 with its links off swung at 20 Hz in its
    hold and braked at 1.09x with c^ alone halved, 0.32x so):
    c^'s slope in e (rule 5, up to COULOMB_STIFFNESS x the joint's stiffness) is a stiff spring
@@ -262,7 +263,7 @@ CHATTER_TIME = 0.02  # [s] the command's swing is measured over about this time 
 CHATTER = 0.05  # x the effort limit per tick: a command swinging more, back and forth, chatters
 VIBRATION = 0.03  # x the velocity limit per tick: a velocity swinging more chatters too
 HUNT_AMPLITUDE = 2e-4  # [rad] a joint at rest crossing its goal by more than this hunts ...
-HUNT_RATIO = 2.0  # ... at over this x its PD's natural frequency sqrt(Kp) / 2π (rule 8)
+HUNT_RATIO = 2.0  # ... at about this x its PD's natural frequency sqrt(Kp) / 2π (rule 8)
 HUNT_CROSSINGS = 4.0  # crossings counted over HUNT_CROSSINGS / (2 HUNT_RATIO f_n) (`_hunt_decay`)
 BAND_DELAYS = 10.0  # lateness d: the integral crosses the friction band in no less (rule 7)
 
@@ -836,10 +837,11 @@ def _crossed(model, work, k, v, gathered):
 
 @njit(cache=True)
 def _hunt_decay(model, k):
-    """Rule 8's leak per tick of joint k's count of crossings, dt / T: an oscillation at f
-    crosses its goal 2 f T times in T, past HUNT_CROSSINGS from f = HUNT_RATIO f_n on, f_n =
-    sqrt(Kp) / 2π the joint's PD natural frequency (computed torque's Kp [1/s²]): T =
-    HUNT_CROSSINGS / (2 HUNT_RATIO f_n), 0.31 s at the default ω = 20 rad/s (6.4 Hz)."""
+    """Rule 8's leak per tick of joint k's count of crossings, dt / T, T = HUNT_CROSSINGS /
+    (2 HUNT_RATIO f_n), f_n = sqrt(Kp) / 2π the joint's PD natural frequency (computed
+    torque's Kp [1/s²]): 0.31 s at the default ω = 20 rad/s. An oscillation at f crosses its
+    goal 2 f T times in T; the count, leaking between crossings, peaks at 1 / (1 - exp(-1 /
+    (2 f T))), past HUNT_CROSSINGS from f = 1.74 / T on: 0.87 HUNT_RATIO f_n, 5.5 Hz."""
     f_n = math.sqrt(max(model.kp[k], 0.0)) / (2.0 * math.pi)
     return model.dt * 2.0 * HUNT_RATIO * f_n / HUNT_CROSSINGS
 
