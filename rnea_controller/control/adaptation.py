@@ -702,7 +702,7 @@ def _integrate(model, work, ref):
     inertia at its measured configuration, M(q) with a^ (`_through`), as the feedback does:
     joint j's integral torque gains (M(q) step)_j (unless j is limited), plus (b^/Kd + s_k)
     times its own step; each clamped to ±i_clamp. feedforward_pd acts per joint through its
-    M_ii(q0) (`coupling`), as its gains do.
+    M_ii(q0) (`inertia`), as its gains do.
     Why M(q): through M_ii alone a joint's integral reached it through (M⁻¹)_ii, M_ii (M⁻¹)_ii
     times Ki: 17x on the SO-100's elbow, beyond the PD's Kp Kd (s³ + Kd s² + Kp s + Ki is
     stable only while Ki < Kp Kd), and its holds swung into repeated brakes; through M_cc(q0)
@@ -740,8 +740,7 @@ def _integrate(model, work, ref):
                      + (work.theta[0, j] if model.pd else 0.0)) * step[j]
         value = work.integral[j] + extra
         if model.pd:
-            for k in range(m):
-                value += model.coupling[j, k] * step[k]
+            value += model.inertia[j] * step[j]
         else:
             value += work.inertial[3, model.index[j]]
         if value != work.integral[j]:

@@ -119,8 +119,8 @@ class ControllerConfig:
     forgetting factor per window (1: off); floors, ceilings (4, m): the estimates' bounds;
     scales (4, m): 1 / the reference acceleration, 1 / the reference velocity, 1 and 1
     (`adaptation.config_entries`);
-    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²]; coupling:
-    diag(M_ii(q0)) [kg·m²] (feedforward_pd's integral); timeouts [s];
+    integral_gain [1/s³], integral_clamp [N·m]; inertia: M_ii(q0) [kg·m²] (the step bound's,
+    and feedforward_pd's integral acts through it); timeouts [s];
     law_model: the compiled law's LawModel; values: the parameter values; notes: what the
     configuration took from the URDF rather than from a parameter (the node logs them).
     """
@@ -157,7 +157,6 @@ class ControllerConfig:
     integral_gain: float
     integral_clamp: np.ndarray
     inertia: np.ndarray
-    coupling: np.ndarray
     law_model: LawModel
     values: dict
     notes: tuple = ()
@@ -308,15 +307,6 @@ def _joint_inertias(model, index):
     return np.diag(mass_matrix(model, _q0(model)))[index]
 
 
-def _coupling(model, index):
-    """What feedforward_pd's integral at rest acts through (adaptation rule 7) [kg·m²], as its
-    gains do: per joint, diag(M_ii(q0)) (as `_joint_inertias`); its Kp, Kd and Ki then reach
-    the arm through the same M⁻¹ diag(M_ii), each mode r of which is the PID s³ + r Kd s² +
-    r Kp s + r Ki. (computed_torque's acts through M(q) at the law's q, as its feedback:
-    `adaptation._through`.)"""
-    return np.ascontiguousarray(np.diag(_joint_inertias(model, index)))
-
-
 def _per_joint(values, joints, pattern, fallback):
     """Array of values[pattern.format(joint)] per joint; unset entries keep `fallback`."""
     out = np.array(fallback, dtype=float)
@@ -393,7 +383,6 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
         notes=notes + _links_note(values))
     config.update(adaptation.config_entries(values, model, index, config['effort_limits'],
                                             _joint_inertias(model, index), viscous, coulomb))
-    config['coupling'] = _coupling(model, index)
     config['law_model'] = law_model(config)
     _check_gravity_finite(model)
     _check_inertia_positive(model, index)
@@ -437,7 +426,7 @@ def law_model(cfg: dict | ControllerConfig) -> LawModel:
                           get('law') == 'feedforward_pd', bool(get('compensates_gravity')),
                           float(get('forget')), get('floors'), get('ceilings'), get('scales'),
                           float(get('integral_gain')), get('integral_clamp'), get('inertia'),
-                          get('coupling'), float(get('period')),
+                          float(get('period')),
                           adaptation.velocity_scale(model, get('index')))
 
 

@@ -36,9 +36,9 @@ class LawModel(structref.StructRefProxy):
     [kg·m²], `limits` [N·m], friction `viscous`, `coulomb`, `width`, two switches `pd`
     (feedforward_pd) and `compensate` (the robot compensates gravity), the estimator's
     forgetting factor `forget` (1: off), `floors`, `ceilings` and regressor `scales` (4, m),
-    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²], `coupling`
-    diag(M_ii(q0)) [kg·m²] (feedforward_pd's integral acts through it) and the period
-    `dt` [s]. Made by `law_model`; read by compiled code only."""
+    the integral's `ki` [1/s³] and `i_clamp` [N·m], `inertia` M_ii(q0) [kg·m²] (the step
+    bound's; feedforward_pd's integral acts through it) and the period `dt` [s]. Made by
+    `law_model`; read by compiled code only."""
 
 
 class LawWork(structref.StructRefProxy):
@@ -53,7 +53,7 @@ class LawWork(structref.StructRefProxy):
 LAW_MODEL_FIELDS = ('parents', 'prismatic', 'axes', 'R_tree', 'p_tree', 'I', 'armature', 'v0',
                     'a0', 'index', 'kp', 'kd', 'boost', 'limits', 'viscous', 'coulomb', 'width',
                     'offset', 'stribeck', 'stribeck_velocity', 'pd', 'compensate', 'forget',
-                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'coupling', 'dt',
+                    'floors', 'ceilings', 'scales', 'ki', 'i_clamp', 'inertia', 'dt',
                     'velocity')
 LAW_WORK_FIELDS = ('Q', 'QD', 'QDD', 'T', 'e', 'raw', 'previous', 'tau', 'feedforward',
                    'saturation', 'armature', 'bound', 'stepped', 'delay', 'history',
