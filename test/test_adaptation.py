@@ -114,17 +114,24 @@ def test_the_schedule_is_read_back_kept_by_reset_and_checked():
     assert controller.schedule['estimate'] == 0.25
 
 
-def calmed_after(velocities, armature=0.01, joint=4):
-    """(a^, times rule 8 acted) of `joint` after the measured velocities `velocities` [rad/s]
-    (one per tick) with the arm held at START, the estimate, integral and stuck rule paused
-    (rule 8 alone acts), its a^ set to `armature` [kg·m²] once the adaptation is on."""
-    cfg = validate_parameters({}, MODEL)
+def rule8_alone(armature, joint, values=None):
+    """(cfg, controller, ref) with the arm held at START, the estimate, integral and stuck rule
+    paused (rule 8 alone acts), the adaptation on (positions that changed, ANSWER_TIME
+    passed), `joint`'s a^ set to `armature` [kg·m²]; `values`: parameters."""
+    cfg = validate_parameters(dict(values or {}), MODEL)
     controller = Controller(cfg)
     controller.set_schedule(0.0, 0.0, False)
     ref = np.vstack((START, np.zeros((2, len(JOINTS)))))
     for tick in range(60):  # positions that change: the arm answers, ANSWER_TIME passes
         controller.command(cfg, START + 1e-7 * tick, np.zeros(len(JOINTS)), ref)
     controller.estimates[0, joint] = armature
+    return cfg, controller, ref
+
+
+def calmed_after(velocities, armature=0.01, joint=4):
+    """(a^, times rule 8 acted) of `joint` after the measured velocities `velocities` [rad/s]
+    (one per tick) with the arm held at START (`rule8_alone`)."""
+    cfg, controller, ref = rule8_alone(armature, joint)
     for v in velocities:
         qd = np.zeros(len(JOINTS))
         qd[joint] = v
@@ -150,14 +157,8 @@ def test_a_joint_whose_velocity_swings_back_and_forth_has_its_stiffening_taken_b
 def hunted(frequency, values=None, joint=4, seconds=1.0):
     """(a^, times rule 8 acted) of `joint` held at START with its position swinging ±1 mrad
     about its goal at `frequency` [Hz] (its velocity with it) for `seconds`, rule 8 alone
-    acting (as `calmed_after`), a^ set to 0.01 kg·m² first; `values`: parameters."""
-    cfg = validate_parameters(dict(values or {}), MODEL)
-    controller = Controller(cfg)
-    controller.set_schedule(0.0, 0.0, False)
-    ref = np.vstack((START, np.zeros((2, len(JOINTS)))))
-    for tick in range(60):
-        controller.command(cfg, START + 1e-7 * tick, np.zeros(len(JOINTS)), ref)
-    controller.estimates[0, joint] = 0.01
+    acting, a^ 0.01 kg·m² first (`rule8_alone`); `values`: parameters."""
+    cfg, controller, ref = rule8_alone(0.01, joint, values)
     w = 2.0 * np.pi * frequency
     for t in np.arange(1, int(seconds * 1000) + 1) * 1e-3:
         q, qd = START.copy(), np.zeros(len(JOINTS))
