@@ -287,8 +287,7 @@ def run(plant, controller, duration, timing, start, reference=None, braked=False
                 next_tick += period
         while sent and sent[0][0] <= t:
             held, braked = sent.pop(0)[1], False
-        if braked:  # on its brakes until the first command acts (module doc)
-            plant.reset(start)
+        if braked:  # on its brakes until the first command acts (module doc): not stepped
             out.applied[k] = 0.0
         else:
             out.applied[k] = plant.step(held)

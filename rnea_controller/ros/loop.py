@@ -306,7 +306,7 @@ class ControlLoop:
             self._log('warning', f"joint '{cfg.joints[k]}': its command chattered (it or the "
                       f'velocity swinging back and forth by over {100 * CHATTER:g} % of its '
                       f'effort limit or {100 * VIBRATION:g} % of its velocity limit per '
-                      f'tick, or the joint hunting about its goal at over {HUNT_RATIO:g}x its '
+                      f'tick, or the joint hunting about its goal at about {HUNT_RATIO:g}x its '
                       f"gains' natural frequency): its estimated rotor inertia and viscous "
                       f'friction halved, now {a:.3g} kg·m² and {b:.3g} N·m·s/rad')
         seen[:] = calmed
