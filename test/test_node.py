@@ -755,8 +755,10 @@ def test_model_from_the_robot_description_topic_a_joint_subset_and_a_zero_final(
 @contextlib.contextmanager
 def stand_in_effort_controller(client, namespace, joints):
     """An rclpy node named as ros2_control's effort controller in `namespace`, its parameter
-    `joints` declared unless None, spun by a spinner of its own."""
-    effort = rclpy.create_node('effort_controller', namespace=namespace)
+    `joints` declared unless None, spun by a spinner of its own. No /rosout publisher: a second
+    node's rosout writer is made under rcl's logging mutex while discovery may hold Fast DDS's
+    participant mutex and wait for that one (ros2/rclcpp#2147); a stop-58 CI run hung here."""
+    effort = rclpy.create_node('effort_controller', namespace=namespace, enable_rosout=False)
     if joints is not None:
         effort.declare_parameter('joints', joints)
     spinner = BackgroundSpinner(effort, 'test client', 'events', 0.05)

@@ -54,8 +54,10 @@ def server_and_client():
     """(requests the server's goal callback saw, the client, the executor's nodes): the
     server accepts a goal of more than 100 points, rejects the others."""
     rclpy.init()
-    server_node, client_node = rclpy.create_node('raw_goal_server'), rclpy.create_node(
-        'raw_goal_client')
+    server_node = rclpy.create_node('raw_goal_server')
+    # the second node without /rosout (ros2/rclcpp#2147: its rosout writer, made under rcl's
+    # logging mutex, can deadlock with discovery's logging in Fast DDS; test_node's stand-in)
+    client_node = rclpy.create_node('raw_goal_client', enable_rosout=False)
     seen = []
 
     def on_goal(request):
