@@ -55,6 +55,7 @@ import xml.etree.ElementTree as ET
 
 from conftest import ROBOTS
 import mujoco
+from numba import njit
 import numpy as np
 import pinocchio as pin
 from timed_loop import command_steps, contacts, joint_inertias, Node, PdGravity, run, Timing
@@ -247,31 +248,90 @@ def mujoco_plant(a, truth):
     return plant
 
 
-def _implicit_velocity(M, v_free, v_old, h, t):
+@njit(cache=True)
+def _implicit_velocity(M, v_free, v_old, h, viscous, coulomb, stribeck, stribeck_velocity,
+                       width):
     """v with M (v - v_free) + h F(v) = 0, F(v) = b v + (c + s exp(-(v_old / v_s)²)) tanh(v / w)
     per joint (the Stribeck level frozen at the step's start, so that F is monotone in v):
     the friction fully implicit over a step h [s] (stiff near rest: slopes up to c / w), by
-    Newton's method with step halving on the residual's norm."""
-    level = t.coulomb + t.stribeck * np.exp(-(v_old / t.stribeck_velocity) ** 2)
-    v = v_old.copy()
-
-    def residual(x):
-        return M @ (x - v_free) + h * (t.viscous * x + level * np.tanh(x / t.width))
-
-    r = residual(v)
+    Newton's method with step halving on the residual's norm; M's upper triangle is read (as
+    Pinocchio's crba writes it). Compiled (numba), in scalar loops (a short compile): the
+    corpus's Pinocchio cases spent half their time in this loop's numpy calls on 6-7-vectors."""
+    n = v_old.shape[0]
+    A = np.empty((n, n))
+    level = np.empty(n)
+    scale = 0.0
+    for i in range(n):
+        for j in range(i, n):
+            A[i, j] = A[j, i] = M[i, j]
+        level[i] = coulomb[i] + stribeck[i] * math.exp(-(v_old[i] / stribeck_velocity[i]) ** 2)
+    for i in range(n):
+        row = 0.0
+        for j in range(n):
+            row += A[i, j] * v_free[j]
+        scale += row * row
+    tolerance = 1e-12 * (1.0 + math.sqrt(scale))
+    v, trial, J, dv = v_old.copy(), np.empty(n), np.empty((n, n)), np.empty(n)
+    r = np.empty(n)
+    norm = _residual(A, v, v_free, h, viscous, level, width, r)
     for _ in range(30):
-        slope = t.viscous + level * (1.0 - np.tanh(v / t.width) ** 2) / t.width
-        dv = np.linalg.solve(M + h * np.diag(slope), -r)
+        for i in range(n):
+            th = math.tanh(v[i] / width[i])
+            for j in range(n):
+                J[i, j] = A[i, j]
+            J[i, i] += h * (viscous[i] + level[i] * (1.0 - th * th) / width[i])
+            dv[i] = -r[i]
+        _spd_solve(J, dv)
         step = 1.0
         while step > 1e-4:
-            trial = residual(v + step * dv)
-            if np.linalg.norm(trial) < np.linalg.norm(r):
+            moved = _residual(A, v + step * dv, v_free, h, viscous, level, width, trial)
+            if moved < norm:
                 break
             step *= 0.5
-        v, r = v + step * dv, trial
-        if np.linalg.norm(r) <= 1e-12 * (1.0 + np.linalg.norm(M @ v_free)):
+        for i in range(n):
+            v[i] += step * dv[i]
+            r[i] = trial[i]
+        norm = moved
+        if norm <= tolerance:
             break
     return v
+
+
+@njit(cache=True)
+def _residual(M, x, v_free, h, viscous, level, width, out):
+    """out = M (x - v_free) + h F(x); returns its norm."""
+    n = x.shape[0]
+    total = 0.0
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += M[i, j] * (x[j] - v_free[j])
+        out[i] = s + h * (viscous[i] * x[i] + level[i] * math.tanh(x[i] / width[i]))
+        total += out[i] * out[i]
+    return math.sqrt(total)
+
+
+@njit(cache=True)
+def _spd_solve(A, b):
+    """b = x with A x = b, A symmetric positive definite (n small), in place: Cholesky in A's
+    lower triangle, in loops (no BLAS: the same digits on every host)."""
+    n = b.shape[0]
+    for j in range(n):
+        for k in range(j):
+            A[j, j] -= A[j, k] * A[j, k]
+        A[j, j] = math.sqrt(A[j, j])
+        for i in range(j + 1, n):
+            for k in range(j):
+                A[i, j] -= A[i, k] * A[j, k]
+            A[i, j] /= A[j, j]
+    for i in range(n):
+        for k in range(i):
+            b[i] -= A[i, k] * b[k]
+        b[i] /= A[i, i]
+    for i in range(n - 1, -1, -1):
+        for k in range(i + 1, n):
+            b[i] -= A[k, i] * b[k]
+        b[i] /= A[i, i]
 
 
 class AbaPlant:
@@ -315,9 +375,9 @@ class AbaPlant:
         t = self.truth
         for _ in range(self.SUBSTEPS):
             qdd = pin.aba(self.true, self.data, self._q, self._qd, applied + self.external)
-            M = pin.crba(self.true, self.data, self._q)
-            M = np.triu(M) + np.triu(M, 1).T
-            v = _implicit_velocity(M, self._qd + h * qdd, self._qd, h, t)
+            M = pin.crba(self.true, self.data, self._q)  # its upper triangle
+            v = _implicit_velocity(M, self._qd + h * qdd, self._qd, h, t.viscous, t.coulomb,
+                                   t.stribeck, t.stribeck_velocity, t.width)
             self._qd = v
             self._q = self._q + h * v
         return applied
