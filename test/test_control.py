@@ -5,6 +5,7 @@ import pinocchio as pin
 import pytest
 
 from rnea_controller import DescriptionWarning, gravity_torques, RobotModel
+from rnea_controller.control import law
 from rnea_controller.control.law import Controller, default_gains, validate_parameters
 from rnea_controller.control.parameters import defaults
 from rnea_controller.errors import ParameterError
@@ -169,6 +170,24 @@ def test_joints_not_controlled_enter_rnea_at_their_measured_state(robot):
     expected = oracle.rnea(q, qd, qdd)[cfg.index] + oracle.friction(ref[1], cfg.index)
     np.testing.assert_allclose(tau, np.clip(expected, -cfg.effort_limits, cfg.effort_limits),
                                rtol=1e-9, atol=1e-9)
+
+
+def test_arrays_of_any_layout_take_the_law_s_one_compiled_signature(robot):
+    """A reference sliced from a wider array (`full[:, index]` is Fortran-ordered) and states
+    read with a stride: the same torques as C-ordered copies, and no new compiled signature
+    of the law (one would compile inside the tick: 10 s on a quiet host)."""
+    model, _ = robot
+    joints = [model.joint_names[1], model.joint_names[0], model.joint_names[3]]
+    cfg = validate_parameters(frozen({'joints': joints}), model)
+    q, qd, full_ref = random_state(model, np.random.default_rng(5))
+    ref = full_ref[:, cfg.index]
+    assert ref.flags.f_contiguous and not ref.flags.c_contiguous
+    wide = np.vstack((q, qd)).T.copy()  # (n, 2): its columns are strided
+    expected = Controller(cfg).command(cfg, q.copy(), qd.copy(), np.ascontiguousarray(ref))
+    signatures = len(law._law.signatures)
+    tau = Controller(cfg).command(cfg, wide[:, 0], wide[:, 1], ref)
+    np.testing.assert_array_equal(tau, expected)
+    assert len(law._law.signatures) == signatures
 
 
 def test_payload_gravity_and_external_wrench_match_pinocchio(robot):

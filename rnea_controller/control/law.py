@@ -664,6 +664,11 @@ class Controller:
             f_body[GRAVITY] = 0.0  # g(q) is gravity alone
             f_body.setflags(write=False)  # the law's one signature (rnea_kernel doc)
         qm, qdm = (q, qd) if measured is None else measured
+        # C-ordered float arrays, the law's one compiled signature: another layout (a
+        # caller's `full[:, index]` is Fortran-ordered) would compile the law anew inside the
+        # tick, 10 s on a quiet host (no copy where they are already)
+        q, qd, ref, qm, qdm = (np.ascontiguousarray(a, dtype=float)
+                               for a in (q, qd, ref, qm, qdm))
         if qm.shape != (n,) or qdm.shape != (n,):
             raise DimensionError(f'command: measured q {qm.shape} and qd {qdm.shape} do not '
                                  f'fit {n} joints')
@@ -784,6 +789,7 @@ class Controller:
         jitter), and on a model that holds the brake is the model's alone.
         """
         rate = BRAKE_RATE if delay <= 0.0 else min(BRAKE_RATE, np.pi / (4.0 * delay))
+        q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
         a = np.zeros(cfg.model.n)
         a[cfg.index] = -rate * qd[cfg.index]
         tau = _rnea_rows(cfg.model, q, np.zeros(cfg.model.n), a)[cfg.index]
