@@ -105,7 +105,10 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    1.1-1.4e-3 rad off, 4x 3.5-5.5e-4.
 6. A stuck joint grows a^ (`_unstick`). Its reference moves, it lags more than STUCK_ERROR
    in the direction of motion and more each tick, it stands still (slower than INTEGRAL_GATE
-   and half its reference), its command is not limited and its feedback torque Kp (M_ii +
+   and half its reference); or its reference rests and it has stood off its goal by more
+   than STUCK_ERROR, slower than INTEGRAL_GATE, for longer than its PD's own time Kd / Kp
+   (`_stands`' count: a free joint would have moved in that time; stop 60); its command is
+   not limited and its feedback torque Kp (M_ii +
    a^) |e| is under UNSTICK_TORQUE x the effort limit: M_ii + a^ grows by e per
    ARMATURE_GROWTH, or slower on a late loop: by e per |tau| d / A at most, A = ((M_ii + a^
    measured) / d + b + b^) qd_max the step bound's torque (law.py), d the loop's lateness, so
@@ -117,7 +120,13 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    0.9 that moved it: 3.3 rad/s within 3 ms, the brake; corpus seeds 1-3, 444 -> 446 at the
    bar, cases beyond 1.5x a velocity limit 9 -> 8. Why: an untold rotor its friction holds
    never accelerates, so no residual shows its inertia (the geared row 7.6e-3 -> 2.1e-3 rad;
-   the real `--geared` demo 64-70 mrad FAIL -> 5.6). Why bounded: a joint held by an obstacle
+   the real `--geared` demo 64-70 mrad FAIL -> 5.6). Why at rest too: a light joint whose
+   friction is beyond its feedback's reach stood off its goal to the end of the hold, the
+   integral gathering Ki e (M_ii + a^) (0.2 N·m/s on the xArm7's joint7, 1.4e-4 kg·m², 48
+   mrad off, 1.9 N·m to break away); the stiffness and the integral's pace grow with M_ii + a^
+   (corpus seeds 1-5, friction and geared truths: 374 -> 377 of 400, none lost; links and
+   placeholders bit for bit the same: a frictionless joint does not stand off its goal).
+   Why bounded: a joint held by an obstacle
    and let go is back at its true inertia; a held xArm7 wrist, released, peaked at 2.0-3.3x
    its velocity limit unbounded, 1.1-1.4x so. What it grew is a guess (`probe`), and the
    breakaway measures it (`_broke_away`): in the first 2 d after the joint moves faster than
@@ -628,7 +637,10 @@ def _unstick(model, work, ref):
         if probe[0, k] > 0.0 and (probe[3, k] > 0.0 or abs(qd_m) > abs(qd_d)):
             _broke_away(model, work, k, qd_m * e > 0.0)
         inertia = model.inertia[k] + work.theta[0, k]
-        if (e * qd_d > 0.0 and abs(e) > STUCK_ERROR and e * ed > 0.0 and still
+        lags = e * qd_d > 0.0 and e * ed > 0.0 and still
+        stands = (qd_d == 0.0 and ref[2, k] == 0.0 and abs(qd_m) < INTEGRAL_GATE
+                  and probe[5, k] * _pace(model, k) > 1.0)
+        if ((lags or stands) and abs(e) > STUCK_ERROR
                 and work.tau[k] == work.raw[k]
                 and model.kp[k] * inertia * abs(e) < UNSTICK_TORQUE * model.limits[k]):
             # what the command gains within the loop's lateness d, at most what takes the
