@@ -205,20 +205,21 @@ def _answering(cfg, controller, ref):
         controller.command(cfg, START + 1e-7 * tick, np.zeros(len(JOINTS)), ref)
 
 
-def _held(joint, lateness, ticks):
+def _held(joint, lateness, ticks, speed=0.1, ahead=0.01, unstick=True):
     """Rule 6's scene: the defaults, the integral paused (rule 6 alone pushes), commands
     `lateness` [s] late, the arm answering; then `joint` held at START while its reference
-    moves at 0.1 rad/s, from 10 mrad ahead. Yields (tau, controller, cfg, ref) each tick."""
+    moves at `speed` [rad/s] (0: rests), from `ahead` [rad] ahead; `unstick`: the schedule's
+    stuck rule on or off. Yields (tau, controller, cfg, ref) each tick."""
     cfg = validate_parameters({}, MODEL)
     controller = Controller(cfg)
-    controller.set_schedule(1.0, 0.0, True)
+    controller.set_schedule(1.0, 0.0, unstick)
     controller.lateness = lateness
     rest = np.vstack((START, np.zeros((2, len(JOINTS)))))
     _answering(cfg, controller, rest)
     for tick in range(ticks):
         ref = rest.copy()
-        ref[0, joint] += 0.01 + 1e-4 * tick
-        ref[1, joint] = 0.1
+        ref[0, joint] += ahead + speed * DT * tick
+        ref[1, joint] = speed
         yield controller.command(cfg, START, np.zeros(len(JOINTS)), ref), controller, cfg, ref
 
 
@@ -376,19 +377,12 @@ def test_the_integral_at_rest_accelerates_its_own_joint_only():
 
 
 def stands_off_its_goal(unstick, joint=6, ticks=600):
-    """Rule 6 at rest: the defaults (the integral on), the arm answering, then `joint` held at
-    START (its friction holds it) while its reference rests 20 mrad ahead. (its commands
-    [N·m], a^ [kg·m²], tick by tick.) `unstick`: the schedule's stuck rule on or off."""
-    cfg = validate_parameters({}, MODEL)
-    controller = Controller(cfg)
-    controller.set_schedule(1.0, 1.0, unstick)
-    rest = np.vstack((START, np.zeros((2, len(JOINTS)))))
-    _answering(cfg, controller, rest)
-    ref = rest.copy()
-    ref[0, joint] += 0.02
+    """Rule 6 at rest: `joint` held at START (its friction holds it) while its reference rests
+    20 mrad ahead (`_held`). (its commands [N·m], a^ [kg·m²], tick by tick.) `unstick`: the
+    schedule's stuck rule on or off."""
     commands, guesses = [], []
-    for tick in range(ticks):
-        tau = controller.command(cfg, START + 1e-7 * (tick % 2), np.zeros(len(JOINTS)), ref)
+    for tau, controller, _, _ in _held(joint, DT, ticks, speed=0.0, ahead=0.02,
+                                       unstick=unstick):
         commands.append(tau[joint])
         guesses.append(controller.estimates[0, joint])
     return np.array(commands), np.array(guesses)

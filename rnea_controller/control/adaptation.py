@@ -638,7 +638,7 @@ def _unstick(model, work, ref):
             _broke_away(model, work, k, qd_m * e > 0.0)
         inertia = model.inertia[k] + work.theta[0, k]
         lags = e * qd_d > 0.0 and e * ed > 0.0 and still
-        stands = (qd_d == 0.0 and ref[2, k] == 0.0 and abs(qd_m) < INTEGRAL_GATE
+        stands = (_resting(ref, k) and abs(qd_m) < INTEGRAL_GATE
                   and probe[5, k] * _pace(model, k) > 1.0)
         if ((lags or stands) and abs(e) > STUCK_ERROR
                 and work.tau[k] == work.raw[k]
