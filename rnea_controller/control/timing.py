@@ -367,8 +367,11 @@ class ActuationDelay:
     states at a time (a bin's torque is its impulse over its time: exact in the momentum,
     and the stamps' jitter stays at its ends): for each delay δ of CANDIDATES, the mean
     command over the bin's time moved back by δ against the bin's torque, per joint; the δ
-    whose difference varies least over the last HORIZON (each joint scaled by its effort
-    limit: a constant model error does not vary; fitting out what a rotor inertia or a
+    whose difference changes least from one bin to the next over the last HORIZON (each
+    joint scaled by its effort limit: what the model lacks, a friction or a pose's error,
+    hardly changes from one bin to the next, while the commands' tick-to-tick change shows
+    the delay; compared on the difference itself, a friction in phase with the motion read
+    as a shift of the commands, docs/timing.md; fitting out what a rotor inertia or a
     friction would add was tried and absorbed the delay itself) is a measurement, if the
     commands moved enough to tell (a spread of MOVING of a limit) and it leaves at most CLEAR
     of the variance the worst candidate leaves. `delay` is the median of the last MEDIAN
@@ -428,7 +431,7 @@ class ActuationDelay:
         mean = np.empty((len(self.CANDIDATES), len(start), tau.shape[1]))
         _shifted_means(t, tau, integral, start, end, end - start, self.CANDIDATES, mean)
         gap = (mean[:, inside] - asked[inside]) / self.limits  # (candidates, bins, m)
-        cost = np.var(gap, axis=1).sum(axis=1)
+        cost = np.var(np.diff(gap, axis=1), axis=1).sum(axis=1)
         best = int(np.argmin(cost))
         if not cost[best] <= self.CLEAR * cost.max():
             return False

@@ -93,6 +93,7 @@ class ControlLoop:
         self._last_tick = None  # [s] the previous tick's start (`_seen`)
         self._recover_until = -math.inf  # [s] commands change slowly until then (RECOVER_*)
         self._blind = False  # the last law tick ran blind (`_dead_reckoned`)
+        self._holding = True  # the reference rests: no actuation delay measured (friction holds)
         self._gap = 0.0  # [s] between the stamps of the law's last two states (`_state_dt`)
         self._lateness_seen = (None, 0.0)  # (last arrival [s], recent worst gap [s]): `_lateness`
         self._period_ns = round(cfg.period * 1e9)
@@ -156,6 +157,7 @@ class ControlLoop:
         LATE_MEMORY between new states or between this loop's own ticks, if more (a starved
         simulator catches up under one held command, a paused node publishes none); at most
         modes.LATE_MOST. A gap beyond `state_timeout` is a stream that stopped, not a late one.
+        The delay counts once SURE measurements are in (one alone can be wrong).
         tick_gap [s]: since the previous tick's start (None: the first tick)."""
         last, worst = self._lateness_seen
         if tick_gap is not None:
@@ -166,7 +168,9 @@ class ControlLoop:
                 worst = max(worst, state.time - last)
             last = state.time
         self._lateness_seen = (last, worst)
-        return min(max(worst, self.actuation.delay or 0.0), modes.LATE_MOST)
+        actuation = self.actuation
+        measured = actuation.delay if len(actuation.measured) >= SURE else 0.0
+        return min(max(worst, measured), modes.LATE_MOST)
 
     def _seen(self, cfg, state, t_start, tick_gap):
         """The arrival [s] by which the modes judge the state's age (None: no valid state):
@@ -213,8 +217,8 @@ class ControlLoop:
         if self.controller.handed:
             self._handed(self.controller.handed)
         self.observer.commanded(tau)
-        self.modes.commanded(cfg, t_start, self.modes.trajectory.is_holding(t),
-                             self.controller.failing_since)
+        self._holding = self.modes.trajectory.is_holding(t)
+        self.modes.commanded(cfg, t_start, self._holding, self.controller.failing_since)
         self._publish(tau, ref, ref_ns)
         self._publish_delay += 0.01 * (self.clock() - t_start - self._publish_delay)
         self.actuation.on_command(now_ns * 1e-9 + self._publish_delay, tau)
@@ -272,12 +276,14 @@ class ControlLoop:
         commands published meanwhile: at PAIRED (four windows) or more the pairing means
         nothing, and the adaptation pauses (issue 23's law with what it learnt: its floor)
         and says so, until the delay is back under it. The delay is the median of the last
-        measurements, used once there are SURE of them, and the adaptation pauses only when
+        measurements, used once there are SURE of them (here and in `_lateness`), measured only
+        while the reference moves (at rest a joint its friction holds does not move with its
+        commands: any delay fits), and the adaptation pauses only when
         every one of them is at PAIRED or more: on an arm whose friction the model lacks,
         single measurements of 60 ms came out of a 3 ms delay, and the geared demo arm
         beside two busy processes measured 34 ms."""
         actuation = self.actuation
-        if not actuation.estimate() or len(actuation.measured) < SURE:
+        if self._holding or not actuation.estimate() or len(actuation.measured) < SURE:
             return
         delay = actuation.delay
         paired = delay < PAIRED or min(actuation.measured) < PAIRED
