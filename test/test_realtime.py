@@ -139,3 +139,27 @@ def test_unpreempted_without_the_privilege_just_makes(monkeypatch):
         raise PermissionError(1, 'Operation not permitted')
     monkeypatch.setattr(os, 'sched_setscheduler', refuse)
     assert realtime.unpreempted(lambda: 'made') == 'made'
+
+
+def test_work_waiting_for_the_slack_starts_after_the_next_tick_ends():
+    """realtime.Slack: a helper's wait ends when the next tick ends (`ticked`), not before
+    (a tick that ended before the wait began does not count: the work would run across the
+    next one); with no tick it ends by itself after two periods (a loop that does not run
+    holds nothing up)."""
+    slack, period = realtime.Slack(), 0.05
+    slack.ticked()  # a tick that ended before the helper came
+    began = []
+
+    def helper():
+        slack.wait(period)
+        began.append(time.monotonic())
+    thread = threading.Thread(target=helper)
+    thread.start()
+    time.sleep(0.02)
+    ended = time.monotonic()
+    slack.ticked()
+    thread.join(5.0)
+    assert began and began[0] >= ended, (began, ended)
+    start = time.monotonic()
+    slack.wait(period)  # nothing ticks
+    assert 2 * period <= time.monotonic() - start < 5.0

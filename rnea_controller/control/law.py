@@ -83,6 +83,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 import math
 import time
+import weakref
 
 from numba import njit, typeof
 import numpy as np
@@ -304,7 +305,20 @@ def feedback_boost(model: RobotModel, index: np.ndarray, law: str,
 
 def _joint_inertias(model, index):
     """M_ii(q0) [kg·m²] of the controlled joints, q0 = 0 clipped into the limits."""
-    return np.diag(mass_matrix(model, _q0(model)))[index]
+    return np.diag(_mass_q0(model))[index]
+
+
+_MASS_Q0 = weakref.WeakKeyDictionary()  # {RobotModel: M(q0)}: a model is immutable
+
+
+def _mass_q0(model):
+    """M(q0) of a model, computed once per model (`validate_parameters` asks for it up to
+    four times: a parameter set's validation runs beside the loop, issue 45)."""
+    M = _MASS_Q0.get(model)
+    if M is None:
+        M = _MASS_Q0[model] = mass_matrix(model, _q0(model))
+        M.setflags(write=False)
+    return M
 
 
 def _per_joint(values, joints, pattern, fallback):
@@ -404,7 +418,7 @@ def _check_inertia_positive(model, index):
     """ParameterError if M(q0) of the controlled joints has a negative eigenvalue beyond
     round-off: computed torque would then accelerate a joint against its error. A link's
     inertia that no rigid body has (a description warning) can do that; payloads cannot."""
-    M = mass_matrix(model, _q0(model))[np.ix_(index, index)]
+    M = _mass_q0(model)[np.ix_(index, index)]
     eigenvalues = np.linalg.eigvalsh(M)
     if eigenvalues[0] < -1e-9 * max(eigenvalues[-1], 0.0):
         raise ParameterError('the joint-space inertia M(q0) of the controlled joints is not '

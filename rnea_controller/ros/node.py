@@ -77,6 +77,7 @@ class ControllerNode(LifecycleNode):
         ros_parameters.declare_global(self)
         self.config, self._pending, self._timer = None, None, None
         self._pending_lock = threading.Lock()  # the parameters' thread hands configs to the tick
+        self.slack = realtime.Slack()  # the helper threads start their work as a tick ends
         self.action_server, self.intake, self.effort_check = None, None, None
         self.loop = None  # the ControlLoop, from activation to deactivation
         self._lifecycle = 'unconfigured'
@@ -259,6 +260,7 @@ class ControllerNode(LifecycleNode):
             self._swap_pending()
         self.states.take()  # the states queued since the last tick, in order (state_intake.py)
         self.loop.tick(self.config, self.state, wrench=self._wrench(), refusal=refusal)
+        self.slack.ticked()
 
     def _swap_pending(self):
         """A parameter change validated by the on-set callback (the parameters' thread), in
@@ -465,7 +467,10 @@ class ControllerNode(LifecycleNode):
     # --- parameters ---------------------------------------------------------------------
 
     def _on_set_parameters(self, parameters):
-        """Validate a change as a whole; the tick swaps the new config in at its start."""
+        """Validate a change as a whole (from the slack after a tick, while the loop runs);
+        the tick swaps the new config in at its start."""
+        if self._timer is not None:
+            self.slack.wait(self.config.period)
         reason = ros_parameters.refusal(parameters, self.config is not None,
                                         self._timer is not None)
         if reason is None and self.config is not None:
