@@ -77,7 +77,7 @@ class ControllerNode(LifecycleNode):
         ros_parameters.declare_global(self)
         self.config, self._pending, self._timer = None, None, None
         self._pending_lock = threading.Lock()  # the parameters' thread hands configs to the tick
-        self.slack = realtime.Slack()  # the helper threads start their work as a tick ends
+        self.slack = realtime.Slack()  # a parameter set's work starts as a tick ends
         self.action_server, self.intake, self.effort_check = None, None, None
         self.loop = None  # the ControlLoop, from activation to deactivation
         self._lifecycle = 'unconfigured'

@@ -205,7 +205,8 @@ class Slack:
         self._ended = threading.Event()
 
     def ticked(self):
-        self._ended.set()
+        if not self._ended.is_set():  # the tick's cost: a flag read while nobody waits
+            self._ended.set()
 
     def wait(self, period):
         self._ended.clear()
