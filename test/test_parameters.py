@@ -7,6 +7,7 @@ import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import numpy as np
 import pytest
 import yaml
 
@@ -14,6 +15,7 @@ from rnea_controller import default_urdf_path, RobotModel
 from rnea_controller.control import parameters
 from rnea_controller.control.law import validate_parameters
 from rnea_controller.control.parameters import check, PER_JOINT, spec_of, TABLE
+from rnea_controller.dynamics.rnea import rnea
 from rnea_controller.errors import ParameterError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,3 +157,29 @@ def test_per_joint_families_expand_for_each_joint():
     assert len(names) == len(PER_JOINT) and 'gains.elbow_joint.p' in names
     assert parameters.joint_of_parameter('constraints.elbow_joint.goal') == 'elbow_joint'
     assert parameters.joint_of_parameter('constraints.goal_time') is None
+
+
+def test_a_model_kept_across_validations_is_the_model_of_the_values_each_time():
+    """validate_parameters keeps the last model it built (issue 45: a change of gains does not
+    rebuild it); a change of payload, gravity or armature builds the model of the new values.
+    The payload's gravity torque is linear in its mass, and none is left without gravity."""
+    q, zero = np.linspace(-0.5, 0.5, MODEL.n), np.zeros(MODEL.n)
+
+    def gravity_torque(**values):
+        return rnea(validate_parameters({'payload.link': 'tool0', **values}, MODEL).model,
+                    q, zero, zero)
+
+    base = validate_parameters({'payload.link': 'tool0'}, MODEL)
+    assert validate_parameters({'payload.link': 'tool0', 'gains.elbow_joint.p': 123.0},
+                               MODEL).model is base.model
+    g0, g1 = gravity_torque(), gravity_torque(**{'payload.mass': 1.0})
+    g2 = gravity_torque(**{'payload.mass': 2.0, 'gains.elbow_joint.p': 50.0})
+    assert np.abs(g1 - g0).max() > 0.1
+    np.testing.assert_allclose(g2 - g0, 2.0 * (g1 - g0), atol=1e-9)
+    np.testing.assert_allclose(gravity_torque(), g0, atol=1e-12)
+    np.testing.assert_allclose(gravity_torque(**{'payload.mass': 2.0, 'gravity': [0.0] * 3}),
+                               0.0, atol=1e-12)
+    armed = validate_parameters({'payload.link': 'tool0', 'armature.elbow_joint': 0.5}, MODEL)
+    assert armed.model.armature[MODEL.joint_index('elbow_joint')] == 0.5
+    assert validate_parameters({'payload.link': 'tool0'}, MODEL).model.armature[
+        MODEL.joint_index('elbow_joint')] == MODEL.armature[MODEL.joint_index('elbow_joint')]

@@ -276,6 +276,33 @@ def _with_payload_and_gravity(values, model):
     return model.with_gravity(np.array(values['gravity'], dtype=float))
 
 
+_MODEL_PARTS = ('armature.', 'links.', 'payload.', 'gravity')  # the values a model is built of
+_BUILT = weakref.WeakKeyDictionary()  # {URDF model: (its values, the model they build)}
+
+
+def _built_model(values, model, joints):
+    """The model of the values (links, armature, payload, gravity) on the URDF's `model`; the
+    last one built is kept: a change of gains or of the adaptation keeps the same model, and
+    what is computed once per model (M(q0)) is not computed again (issue 45)."""
+    key = (joints, tuple((name, _frozen(v)) for name, v in sorted(values.items())
+                         if name.startswith(_MODEL_PARTS)))
+    kept = _BUILT.get(model)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    built = _with_payload_and_gravity(values, _with_armature(values, _with_links(values, model),
+                                                             joints))
+    _BUILT[model] = (key, built)
+    return built
+
+
+def _frozen(value):
+    """A value as compared in `_built_model`'s key (an array as its shape and numbers)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    array = np.asarray(value)
+    return array.shape, tuple(array.ravel().tolist())
+
+
 def default_gains(model: RobotModel, index: np.ndarray, law: str,
                   floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Gains of joints without configured ones: ω = NATURAL_FREQUENCY, critically damped.
@@ -369,8 +396,7 @@ def validate_parameters(values: Mapping, model: RobotModel) -> ControllerConfig:
     joints = _controlled_joints(values, model)
     _check_each(values, joints)
     law = values['control_law']
-    model = _with_payload_and_gravity(values, _with_armature(values, _with_links(values, model),
-                                                             joints))
+    model = _built_model(values, model, joints)
     index = np.array([model.joint_index(name) for name in joints], dtype=np.int64)
     floor = float(values['feedback_inertia_floor'])
     kp0, kd0 = default_gains(model, index, law, floor)

@@ -19,6 +19,7 @@ for the ranges stated here.
 """
 import array
 from dataclasses import dataclass
+import functools
 import math
 import sys
 
@@ -297,13 +298,17 @@ PER_JOINT = tuple(spec for spec in TABLE if spec.per_joint)
 PER_LINK = tuple(spec for spec in TABLE if spec.per_link)
 
 
+_PATTERNS = tuple((spec, *spec.name.split(JOINT if spec.per_joint else LINK))
+                  for spec in PER_JOINT + PER_LINK)  # (spec, head, tail)
+
+
+@functools.lru_cache(maxsize=4096)  # a parameter set checks every value (issue 45)
 def spec_of(name: str) -> tuple[Spec, str | None]:
     """(Spec, joint or link or None) of a parameter name such as 'gains.elbow_joint.p' or
     'links.forearm_link.mass'; else KeyError."""
     if name in SPECS:
         return SPECS[name], None
-    for spec in PER_JOINT + PER_LINK:
-        head, tail = spec.name.split(JOINT if spec.per_joint else LINK)
+    for spec, head, tail in _PATTERNS:
         if name.startswith(head) and name.endswith(tail) and len(name) > len(head + tail):
             return spec, name[len(head):len(name) - len(tail)]
     raise KeyError(name)

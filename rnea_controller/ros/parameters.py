@@ -114,7 +114,10 @@ def values(node, joints, changes=(), links=()):
 
 def value(node, name):
     """A declared parameter's value; None if it is unset."""
-    return node.get_parameter_or(name, Parameter(name, value=None)).value
+    return node.get_parameter_or(name, _UNSET).value
+
+
+_UNSET = Parameter('unset', value=None)
 
 
 def refusal(parameters, configured, running):
