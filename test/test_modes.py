@@ -408,3 +408,34 @@ def test_the_law_after_the_brake_keeps_what_its_observer_found(forgetting_time):
     jump = np.abs(tau - last)
     assert jump[handed].max() < 0.1 * np.abs(acting[handed]).max(), (tau, last)
     assert np.all(jump[~failed] <= 1.1 * (cfg.inertia * BRAKE_RATE * rest)[~failed]), jump
+
+
+def test_a_tick_says_its_events_after_its_command():
+    """rclpy's logger looks up its caller's source line at each call (~0.3 ms): a tick's
+    events are said after its command is published, so the brake's first command does not
+    wait for the line that says why. The node's own tick (timed_loop.Node: ros.loop's
+    ControlLoop) on the bundled arm; a state with wrist_1 at 1.2 x its velocity limit."""
+    from timed_loop import Node
+    node = Node(MODEL, {})
+    order = []  # (how many commands were out when the line was said, level, text)
+    node.loop.logger = SimpleNamespace(**{level: (lambda text, level=level: order.append(
+        (len(node.outputs.sent), level, text))) for level in ('info', 'warning', 'error')})
+    q, qd, t = np.array(HOME, dtype=float), np.zeros(MODEL.n), 0.0
+    for _ in range(20):
+        t += 1e-3
+        node.take(q, qd, t, t)
+        node.tick(t)
+    said_first = [line for line in order if 'first command' in line[2]]
+    assert said_first and said_first[0][0] == 1, order  # after the first command, not before
+    j = MODEL.joint_names.index('wrist_1_joint')
+    qd[j] = 1.2 * MODEL.velocity_limits[j]
+    t += 1e-3
+    node.take(q, qd, t, t)
+    sent = len(node.outputs.sent)
+    node.tick(t)
+    assert node.mode == modes.BRAKING
+    braking = [line for line in order if 'beyond its velocity limit' in line[2]]
+    assert len(braking) == 1 and braking[0][1] == 'error', order
+    assert braking[0][0] == sent + 1, (braking, sent)  # the brake's command was out first
+    node.loop._log('info', 'outside a tick')  # said at once
+    assert order[-1] == (sent + 1, 'info', 'outside a tick'), order

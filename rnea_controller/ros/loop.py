@@ -99,6 +99,8 @@ class ControlLoop:
         self._period_ns = round(cfg.period * 1e9)
         self._diagnostics_due = clock() + 1.0
         self.diagnostics_time = 0.0  # [s] the last /diagnostics publish
+        self._said = []  # a tick's log lines, said after its command (`_log`)
+        self._ticking = False
 
     @property
     def mode(self):
@@ -125,6 +127,17 @@ class ControlLoop:
         effort controller's joints forbid any command (None: they do not)."""
         if refusal is not None:
             return self.modes.refuse(refusal)
+        self._ticking = True
+        try:
+            self._tick(cfg, state, wrench)
+        finally:
+            self._ticking = False
+            if self._said:
+                said, self._said = self._said, []
+                for level, text in said:
+                    self._log(level, text)
+
+    def _tick(self, cfg, state, wrench):
         t_start = self.clock()
         now_ns = self.now_ns()
         before = self.modes.mode
@@ -195,7 +208,7 @@ class ControlLoop:
         if self.action_server is not None:
             self.action_server.swap_in()
         if self.intake is not None:
-            self.intake.swap_in()
+            self.intake.swap_in(self._log)
         state_dt = self._state_dt(cfg, state)
         if state_dt > 0.0:
             self._watch_contact(cfg, state, self._gap, wrench, now_ns)
@@ -411,7 +424,12 @@ class ControlLoop:
         self.outputs.reference(ref, self.controller.feedforward, ref_ns)
 
     def _log(self, level, text):
-        """The machine's events in the node's log (rclpy wants one severity per call site)."""
+        """The machine's events in the node's log (rclpy wants one severity per call site).
+        Said during a tick, a line waits until the tick has published its command: rclpy's
+        logger looks up its caller's source line at each call, ~0.3 ms, which a command (the
+        brake's first, the law's with a new trajectory) would otherwise wait for."""
+        if self._ticking:
+            return self._said.append((level, text))
         if level == 'error':
             self.logger.error(text)
         elif level == 'warning':

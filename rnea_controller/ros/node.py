@@ -445,10 +445,13 @@ class ControllerNode(LifecycleNode):
         self._urdf_from_topic = msg.data
         self.autostart()
 
-    def _reject(self, kind, error):
-        """Count a refused message and say why (joint-state warnings at most once a second)."""
+    def _reject(self, kind, error, say=None):
+        """Count a refused message and say why (joint-state warnings at most once a second);
+        say(level, text), if given, says it (the tick's log)."""
         self.rejected[kind] += 1
         message = f'{kind} message refused ({self.rejected[kind]} so far): {error}'
+        if say is not None:
+            return say('error', message)
         if kind != 'joint_states':
             return self.get_logger().error(message)
         now = time.monotonic()  # throttled here: rclpy's throttled call costs the tick

@@ -28,7 +28,7 @@ SWITCH_INTERVAL = 0.0005  # [s] the GIL is handed over at least this often
 
 
 class TrajectoryIntake:
-    """Receives and plans trajectories in its own thread; `swap_in()` is called by the tick."""
+    """Receives and plans trajectories in its own thread; `swap_in(say)` is called by the tick."""
 
     def __init__(self, controller):
         self.controller = controller
@@ -62,9 +62,10 @@ class TrajectoryIntake:
             return node._reject('joint_trajectory', error)
         self.pending = (planned, based_on, len(arrays.times), now, time.perf_counter() - t0)
 
-    def swap_in(self):
+    def swap_in(self, say):
         """At the start of a tick: the planned trajectory replaces the reference it was planned
-        from; if the reference changed meanwhile (a stale state, an action goal), refused."""
+        from; if the reference changed meanwhile (a stale state, an action goal), refused.
+        say(level, text): the tick's log (its lines go out after its command)."""
         pending, self.pending = self.pending, None
         if pending is None:
             return
@@ -72,10 +73,11 @@ class TrajectoryIntake:
         node = self.controller
         if node.trajectory is not based_on:
             return node._reject('joint_trajectory', 'the reference changed while it was '
-                                'planned (stale state or another trajectory): send it again')
+                                'planned (stale state or another trajectory): send it again',
+                                say)
         node.trajectory = planned
-        node.get_logger().info(f'trajectory accepted: {count} points, ends in '
-                               f'{planned.end_time - now:.3f} s (intake {seconds * 1e3:.2f} ms)')
+        say('info', f'trajectory accepted: {count} points, ends in '
+                    f'{planned.end_time - now:.3f} s (intake {seconds * 1e3:.2f} ms)')
 
     def destroy(self):
         self.spinner.stop()
