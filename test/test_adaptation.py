@@ -388,18 +388,15 @@ def stands_off_its_goal(unstick, joint=6, ticks=600):
     return np.array(commands), np.array(guesses)
 
 
-def test_a_joint_its_friction_holds_off_its_goal_at_rest_is_pushed_harder():
-    """A light joint whose friction is beyond its feedback's reach stood off its goal to the
-    end of the hold: joint7 of the xArm7 in issue 43's corpus (M_77 1.4e-4 kg·m², Coulomb 1.5
-    N·m and a Stribeck excess of 0.4, commands 9 ms late) stood 48 mrad off, the integral
-    gaining 0.2 N·m a second through its inertia. Rule 6 now also grows a^ of a joint at rest
-    that stood off its goal (beyond STUCK_ERROR) longer than its PD's own time Kd / Kp, as it
-    does for one that lags a moving reference: its stiffness and its integral's pace with
-    it: within 0.6 s its command towards its goal gains over 0.5 N·m (0.05 of its effort
-    limit at most, UNSTICK_TORQUE); without the rule, next to nothing."""
+def test_a_joint_its_friction_holds_off_its_goal_at_rest_is_not_stiffened():
+    """Rule 6 grows a^ only for a joint that lags a moving reference. Grown for a joint
+    whose reference rests and that stood off its goal (stops 60-62), a^ stiffened a light
+    joint its friction held into a loop its delay cannot carry once it broke away: joint7 of
+    the xArm7 in issue 43's corpus (M_77 1.4e-4 kg·m²) took a^ to 670-800x its inertia and
+    ran to 2.9x and 10.6x its velocity limit in its hold (seeds 2 and 7, commands prompt).
+    Held at rest 20 mrad off its goal (`_held`) for 0.6 s, its a^ stays where it was and its
+    command moves as it does with the schedule's stuck rule off: the integral alone."""
     pushed, grown = stands_off_its_goal(True)
     left, kept = stands_off_its_goal(False)
-    m77 = validate_parameters({}, MODEL).inertia[6]
-    assert kept[-1] == kept[0] and grown[-1] > 10 * m77, (kept[-1], grown[-1], m77)
-    gained, without = pushed[-1] - pushed[0], left[-1] - left[0]
-    assert gained > 0.5 and gained > 10 * abs(without), (gained, without)  # [N·m]
+    assert np.all(grown == grown[0]) and np.all(kept == kept[0]), (grown, kept)
+    np.testing.assert_allclose(pushed, left, rtol=0.0, atol=1e-12)
