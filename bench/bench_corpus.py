@@ -5,7 +5,7 @@ tuned on the true arm under the same timing, one seed. Prints per case ours and 
 and brakes, and what breaks issue 43's bar; then per arm and truth the worst. Two processes
 (the host's two cores); each case is its own seeded run, so the figures are those of one by one.
 
-    python bench/bench_corpus.py [--arms panda,ur5] [--seed N] [--processes K]
+    python bench/bench_corpus.py [--arms panda,ur5] [--chains] [--seed N] [--processes K]
 """
 import argparse
 import multiprocessing
@@ -28,10 +28,13 @@ def main(argv=None):
     import corpus
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--arms', help='comma-separated arm names (default: every one here)')
+    parser.add_argument('--chains', action='store_true',
+                        help="also the 7-joint arms of bigger robots (corpus.CHAINS: Baxter's, "
+                             "PR2's, TIAGo's, Romeo's), never used to set the law")
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--processes', type=int, default=2)
     args = parser.parse_args(argv)
-    here = corpus.available_arms()
+    here = corpus.available_arms(chains=args.chains)
     missing = sorted(set(corpus.ARMS) - set(here))
     if missing:
         print(f'left out (description absent): {", ".join(missing)} (iiwa14: ../shared/data)')

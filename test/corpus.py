@@ -79,6 +79,21 @@ ARMS = {  # name: URDF (example-robot-data's robots/, or an absolute path)
     'talos_left_arm': 'talos_data/robots/talos_left_arm.urdf',
     'iiwa14': str(SHARED / 'iiwa14_drake.urdf'),
 }
+CHAINS = {  # name: (URDF, its arm's joints): the 7-joint arms of example-robot-data's bigger
+    # robots (dual-arm, mobile, humanoid), every other joint fixed; `./run bench corpus --chains`
+    'baxter_right': ('baxter_description/urdf/baxter.urdf',
+                     ['right_s0', 'right_s1', 'right_e0', 'right_e1', 'right_w0', 'right_w1',
+                      'right_w2']),
+    'pr2_right': ('pr2_description/urdf/pr2.urdf',
+                  [f'r_{j}_joint' for j in ('shoulder_pan', 'shoulder_lift', 'upper_arm_roll',
+                                            'elbow_flex', 'forearm_roll', 'wrist_flex',
+                                            'wrist_roll')]),
+    'tiago': ('tiago_description/robots/tiago_no_hand.urdf',
+              [f'arm_{i}_joint' for i in range(1, 8)]),
+    'romeo_left': ('romeo_description/urdf/romeo_small.urdf',
+                   ['LShoulderPitch', 'LShoulderYaw', 'LElbowRoll', 'LElbowYaw', 'LWristRoll',
+                    'LWristYaw', 'LWristPitch']),
+}
 HAND = ('gripper', 'finger')  # a joint so named is a hand's, not the arm's (z1's jointGripper)
 TRUTHS = ('placeholders', 'friction', 'geared', 'links')
 TIMINGS = ('prompt', 'late')
@@ -89,26 +104,34 @@ FINAL = 1e-3  # [rad] issue 43: every case ends within this of its goal
 FASTEST = 1.5  # x a velocity limit: beyond, a runaway
 
 
-def available_arms():
-    """{name: URDF path} of the ARMS whose description is here (iiwa14 needs ../shared)."""
+def available_arms(chains=False):
+    """{name: URDF path} of the ARMS whose description is here (iiwa14 needs ../shared); with
+    `chains`, the CHAINS too."""
     out = {}
-    for name, relative in ARMS.items():
+    every = {**ARMS, **{name: path for name, (path, _) in CHAINS.items()}} if chains else ARMS
+    for name, relative in every.items():
         path = Path(relative) if Path(relative).is_absolute() else ROBOTS / relative
         if path.exists():
             out[name] = path
     return out
 
 
-def _serial(urdf_text):
-    """The URDF with every actuated joint outside the controlled chain fixed (a gripper's) and
-    continuous joints revolute within ±2π [rad]."""
-    model = RobotModel.from_urdf_string(urdf_text)
-    keep = {j for j in default_joints(model) if not any(w in j.lower() for w in HAND)}
+def _serial(urdf_text, joints=None):
+    """The URDF with every moving joint outside the controlled chain (`joints`, else the
+    model's default chain less a gripper's) fixed, and continuous joints revolute within ±2π
+    [rad]."""
+    if joints is None:
+        model = RobotModel.from_urdf_string(urdf_text)
+        joints = [j for j in default_joints(model) if not any(w in j.lower() for w in HAND)]
+    keep = set(joints)
     root = ET.fromstring(urdf_text)
     for joint in root.findall('joint'):
         kind = joint.get('type')
-        if kind in ('revolute', 'continuous', 'prismatic') and joint.get('name') not in keep:
+        if kind in ('revolute', 'continuous', 'prismatic', 'floating', 'planar') and \
+                joint.get('name') not in keep:
             joint.set('type', 'fixed')
+            for mimic in joint.findall('mimic'):
+                joint.remove(mimic)
         elif kind == 'continuous':
             joint.set('type', 'revolute')
             limit = joint.find('limit')
@@ -136,7 +159,8 @@ def arm(name):
     """The Arm `name`: its serial URDF, model and start pose: each joint a fifth of its range
     (at most 0.8 rad) from its middle, the signs (of 8 alternating patterns) that load the arm
     least (the largest g(q) / effort limit: a pose it holds easily)."""
-    text = _serial(available_arms()[name].read_text())
+    text = _serial(available_arms(chains=True)[name].read_text(),
+                   CHAINS[name][1] if name in CHAINS else None)
     model = RobotModel.from_urdf_string(text)
     low, high = (np.asarray(x, dtype=float) for x in np.asarray(model.position_limits).T)
     low, high = np.where(np.isfinite(low), low, -math.pi), np.where(np.isfinite(high), high,

@@ -41,6 +41,37 @@ def test_inverse_dynamics_is_pinocchios(oracle):
                                    pin.rnea(model, data, q, qd, qdd), atol=1e-9)
 
 
+def with_link(urdf_text, parent, name, moments):
+    """The URDF with a link `name` of 0.2 kg and principal `moments` [kg·m²] fixed to `parent`."""
+    ixx, iyy, izz = moments
+    link = (f'<link name="{name}"><inertial><mass value="0.2"/><origin xyz="0 0 0.01"/>'
+            f'<inertia ixx="{ixx}" iyy="{iyy}" izz="{izz}" ixy="0" ixz="0" iyz="0"/></inertial>'
+            f'</link><joint name="{name}_joint" type="fixed"><parent link="{parent}"/>'
+            f'<child link="{name}"/><origin xyz="0 0 0.05"/></joint>')
+    return urdf_text.replace('</robot>', link + '</robot>')
+
+
+def test_a_description_the_controller_loads_the_plant_loads(oracle):
+    """A mobile manipulator's URDF (TIAGo's antennas, PR2's sensor mount): a link of the fixed
+    base with an inertia that is not positive semi-definite never enters the dynamics (the
+    controller's model loads it with a warning), and MuJoCo's compiler would refuse it: the
+    plant is the arm without it. A moving link whose moments break the triangle inequality
+    (loaded as given by the controller) is loaded with its moments balanced to their mean."""
+    model, data = oracle
+    antenna = with_link(URDF_TEXT, 'base_link', 'antenna', (-3.5e-8, 3.5e-8, 9.1e-8))
+    plant = Plant(antenna)
+    for q, qd, qdd in np.random.default_rng(2).uniform(-2, 2, (3, 3, 6)):
+        np.testing.assert_allclose(plant.inverse_dynamics(q, qd, qdd),
+                                   pin.rnea(model, data, q, qd, qdd), atol=1e-9)
+    mount = Plant(with_link(URDF_TEXT, 'wrist_3_link', 'mount', (1e-3, 1e-3, 1e-2)))
+    balanced = pin.buildModelFromXML(with_link(URDF_TEXT, 'wrist_3_link', 'mount',
+                                               (4e-3, 4e-3, 4e-3)))
+    for q, qd, qdd in np.random.default_rng(3).uniform(-2, 2, (3, 3, 6)):
+        np.testing.assert_allclose(mount.inverse_dynamics(q, qd, qdd),
+                                   pin.rnea(balanced, balanced.createData(), q, qd, qdd),
+                                   atol=1e-9)
+
+
 def test_payload_is_a_point_mass_at_its_com(oracle):
     model, _ = oracle
     com = (0.01, -0.02, 0.05)

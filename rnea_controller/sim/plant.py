@@ -195,11 +195,34 @@ def _add_payload(spec, options):
 def without_geometry(urdf_text):
     """The URDF without its <visual> and <collision> elements: the plant has no contacts and
     takes each link's mass from its <inertial> (as the controller's model does), and drivers'
-    descriptions name meshes by package:// paths that MuJoCo cannot open."""
+    descriptions name meshes by package:// paths that MuJoCo cannot open. The links of the
+    fixed base (welded to the root by fixed joints only) lose their <inertial> too: it never
+    enters the dynamics, and the controller's model loads one that no rigid body has there
+    with a warning (dynamics/description.py), where MuJoCo's compiler refuses it (a mobile
+    manipulator's antenna or sensor mount: TIAGo's, PR2's)."""
     root = ET.fromstring(urdf_text)
     for link in root.iter('link'):
         for element in [e for e in link if e.tag in ('visual', 'collision')]:
             link.remove(element)
+    moving = set()  # links below a joint that moves
+    children = {}
+    for joint in root.findall('joint'):
+        parent, child = joint.find('parent'), joint.find('child')
+        if parent is not None and child is not None:
+            children.setdefault(parent.get('link'), []).append(
+                (child.get('link'), joint.get('type') != 'fixed'))
+    linked = {child for pairs in children.values() for child, _ in pairs}
+    stack = [(link.get('name'), False) for link in root.findall('link')
+             if link.get('name') not in linked]
+    while stack:
+        name, below = stack.pop()
+        if below:
+            moving.add(name)
+        stack.extend((child, below or moves) for child, moves in children.get(name, ()))
+    for link in root.findall('link'):
+        inertial = link.find('inertial')
+        if inertial is not None and link.get('name') not in moving:
+            link.remove(inertial)
     return ET.tostring(root, encoding='unicode')
 
 
@@ -305,6 +328,10 @@ def build_model(urdf_text, options=PlantOptions()):
     except (ValueError, mujoco.FatalError) as error:
         raise UrdfError(f'MuJoCo cannot load the URDF: {error}') from error
     spec.option.timestep = options.timestep
+    # a moving link whose principal moments break the triangle inequality (loaded as given,
+    # with a warning, by the controller's model): MuJoCo sets its three to their mean, else
+    # refuses the URDF (PR2's, Romeo's; every other inertia is kept as it is)
+    spec.compiler.balanceinertia = True
     if options.obstacles:
         spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
         _add_collision_geometry(spec, ET.fromstring(urdf_text), options.link_radius)
