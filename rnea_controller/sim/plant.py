@@ -46,6 +46,8 @@ import xml.etree.ElementTree as ET
 import mujoco
 import numpy as np
 
+from rnea_controller.dynamics.description import tree_order
+from rnea_controller.dynamics.urdf import parse_urdf
 from rnea_controller.errors import DimensionError, ParameterError, UrdfError
 
 HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
@@ -204,21 +206,10 @@ def without_geometry(urdf_text):
     for link in root.iter('link'):
         for element in [e for e in link if e.tag in ('visual', 'collision')]:
             link.remove(element)
-    moving = set()  # links below a joint that moves
-    children = {}
-    for joint in root.findall('joint'):
-        parent, child = joint.find('parent'), joint.find('child')
-        if parent is not None and child is not None:
-            children.setdefault(parent.get('link'), []).append(
-                (child.get('link'), joint.get('type') != 'fixed'))
-    linked = {child for pairs in children.values() for child, _ in pairs}
-    stack = [(link.get('name'), False) for link in root.findall('link')
-             if link.get('name') not in linked]
-    while stack:
-        name, below = stack.pop()
-        if below:
-            moving.add(name)
-        stack.extend((child, below or moves) for child, moves in children.get(name, ()))
+    moving = set()  # links below a joint that moves; tree_order: parents before children
+    for joint in tree_order(parse_urdf(urdf_text))[1]:
+        if joint.type != 'fixed' or joint.parent in moving:
+            moving.add(joint.child)
     for link in root.findall('link'):
         inertial = link.find('inertial')
         if inertial is not None and link.get('name') not in moving:
