@@ -68,21 +68,24 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    is measured the step is shared as before.
 4. What is not learnt from (`_estimate`, `_consistent`). A joint whose reference rests while
    its integral may run (no excitation; d^ and the integral, two integrators of one error,
-   hunted ±1 N·m on Coulomb friction: friction row final 1.8e-3 -> 8.7e-4 rad); a window
-   whose positions contradict its velocities beyond a quarter plus CONSISTENT, or did not
-   change at all (a broken publisher, a feeder's repeated state); a window in which the
-   joint's velocity changed sign (`_reverses`: its Coulomb friction turned over, which no
-   smooth model pairs with the window's mean command; on the xArm7 told its friction
-   exactly, such a window took 0.19 kg·m² as a^ on the 4.3e-3 kg·m² joint5 and the excitation
-   braked at 1.22x its velocity limit; skipped, 0.85x and 8.4e-4 rad). The Controller also pauses
-   rules 2, 6 and 7 until the measured positions change after a reset (a constant state
-   is not an arm answering: d^ would take the feedback's torque) and until it has commanded
-   for ANSWER_TIME (a command acts after the actuation delay, unknown until measured: with
-   commands 10 ms late the first window took the arm's fall under no command as d^ = 6.0
-   N·m on the wrong-link xArm7's joint4, its gravity error 1.8, and flung the wrist past
-   its velocity limit on 3 draws of 7 of the links' errors; none since), and in `holding:
-   contact` (an arm held by an obstacle; an integral pushed the bundled arm's sphere 10 ->
-   28 N).
+   hunted ±1 N·m on Coulomb friction: friction row final 1.8e-3 -> 8.7e-4 rad); a joint its
+   friction holds at rest (rule 7's `_held`: its residual is the friction's reaction to
+   whatever is pushed; the SO-100's wrist_roll took a^ from 0.07 to its 0.35 kg·m² ceiling in
+   0.3 s as its integral grew, and broke away through that inertia's feedback at 16.9x its
+   velocity limit); a window whose positions contradict its velocities beyond a quarter plus
+   CONSISTENT, or did not change at all (a broken publisher, a feeder's repeated state); a
+   window in which the joint's velocity changed sign (`_reverses`: its Coulomb friction turned
+   over, which no smooth model pairs with the window's mean command; on the xArm7 told its
+   friction exactly, such a window took 0.19 kg·m² as a^ on the 4.3e-3 kg·m² joint5 and the
+   excitation braked at 1.22x its velocity limit; skipped, 0.85x and 8.4e-4 rad). The
+   Controller also pauses rules 2, 6 and 7 until the measured positions change after a reset (a
+   constant state is not an arm answering: d^ would take the feedback's torque) and until it
+   has commanded for ANSWER_TIME (a command acts after the actuation delay, unknown until
+   measured: with commands 10 ms late the first window took the arm's fall under no command as
+   d^ = 6.0 N·m on the wrong-link xArm7's joint4, its gravity error 1.8, and flung the wrist
+   past its velocity limit on 3 draws of 7 of the links' errors; none since), and in `holding:
+   contact` (an arm held by an obstacle; an integral pushed the bundled arm's sphere 10 -> 28
+   N).
 5. Where the estimates act (`armature`, `damped`; the law adds them). a^ in the RNEA rows as
    armature: computed torque's feedback acts through M + a^, so an untold geared joint
    regains its stiffness as far as its response shows. b^ in the friction feedforward
@@ -186,6 +189,26 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    hold (corpus seed 1: 151 -> 154 of 160). Why the stand's length: a frictionless z1 wrist
    ringing ±0.07 mrad at 20 Hz about its goal passed the gate every cycle and lost its integral
    each time, ending 1.1 mrad off; a ring never stands for Kd / Kp.
+   A joint its friction holds (`_held`, stop 66): s needs c^, which a light joint that
+   stick-slips never shows (no window slides one way): at the end of a motion the xArm7's
+   joint7 (1.4e-4 kg·m², 0.8 N·m of Coulomb friction) stood 20 mrad off its goal while the
+   integral, through its inertia alone, gathered 0.01 N·m a second; the SO-100's wrist_roll,
+   its a^ never measured, had no integral at all (the corpus's friction truths under
+   Pinocchio's smooth Stribeck friction). A joint that has stood off its goal for over
+   HELD_TIME x Kd / Kp integrates before a^ is measured (the Routh bound against an untold
+   rotor is a moving joint's); if it yielded less than HELD_YIELD of what its stiffness gives
+   to the slow torques added since (the integral and d^), it is held by what the model lacks:
+   where no band is known (`_band`) its integral e-folds towards the goal per BAND_DELAYS x d;
+   where c^ is not measured, at the breakaway towards the goal (or a crossing straight from the
+   stand) it returns to its value when the stand began, and what was added measures the band
+   (`_released`); from then on every breakaway of that joint from a stand is such a slip
+   (`_slips`; where c^ is measured, the crossing's reset takes c^ out). Why the return: kept,
+   the Stribeck excess that broke the joint free carried it past its goal (xArm7 joint7: ±5-10
+   mrad stick-slip). Why the yield test: a frictionless UR3 wrist under a wrong gravity,
+   converging on its integral, was taken for held, its band measured from its gravity error,
+   and its hold swung into a brake. Why c^ first: a band measured above a learnt c^ (the
+   integral overshoots a breakaway the loop sees 12-30 ms late) set a geared UR3 wrist hunting
+   ±1.8 mrad.
 8. A command or a velocity that chatters takes the stiffening back (`_calm`). a^ acts on a joint
    through the arm's (M⁻¹)_ii, so an a^ learnt too large multiplies its feedback's gain by 1 + a^ /
    m_eff, m_eff = 1 / (M⁻¹)_ii, which can be a tenth of M_ii. Why: the excitation starts at a
@@ -274,6 +297,8 @@ HUNT_AMPLITUDE = 2e-4  # [rad] a joint at rest crossing its goal by more than th
 HUNT_RATIO = 2.0  # ... at about this x its PD's natural frequency sqrt(Kp) / 2π (rule 8)
 HUNT_CROSSINGS = 4.0  # crossings counted over HUNT_CROSSINGS / (2 HUNT_RATIO f_n) (`_hunt_decay`)
 BAND_DELAYS = 10.0  # lateness d: the integral crosses the friction band in no less (rule 7)
+HELD_TIME = 2.0  # x Kd / Kp: a joint at rest standing longer may be held by its friction (7)
+HELD_YIELD = 0.25  # ... if it yielded less than this x what its stiffness gives the torque added
 
 WORK_FIELDS = ADAPTATION_FIELDS
 INTEGER_FIELDS = ('count',)
@@ -291,14 +316,16 @@ def work_shapes(n: int, m: int) -> dict:
     that no acceleration has measured yet, the newest state's velocity [rad/s], the
     acceleration [rad/s²] from the state before (0 while no new state arrives), the time [s]
     since the joint broke away (0: not); rule 7's integral [N·m] when the joint last came to
-    a stand at rest, and how long [s] it has stood; step (m,) rule 7's integral step of the
+    a stand at rest, how long [s] it has stood, the friction band a held stand's breakaway
+    measured [N·m], the error [rad] and d^ [N·m] when the stand began, 1 while the stand is
+    held (`_held`); step (m,) rule 7's integral step of the
     tick [rad/s²]; inertial (4, n) the RNEA row that takes it through M(q) (q, 0, the step ->
     its torque [N·m]) and quiet (1, n, 6) that row's zero wrenches (preallocated: the tick
     allocates nothing)."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
                 q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(8, m),
-                calmed=(m,), probe=(6, m), step=(m,), inertial=(4, n), quiet=(1, n, 6))
+                calmed=(m,), probe=(10, m), step=(m,), inertial=(4, n), quiet=(1, n, 6))
 
 
 def initial(arrays: dict) -> None:
@@ -471,6 +498,8 @@ def _estimate(model, work, q, qd, closing, ref):
             for k in range(model.index.shape[0]):
                 if _resting(ref, k) and work.settled[k] > 0.0:
                     continue  # at rest, the integral's: no excitation, one integrator
+                if work.probe[9, k] > 0.0:
+                    continue  # held by its friction: its residual is the friction's reaction
                 if not _consistent(work, model.index[k], q, qd):
                     continue  # velocities the positions contradict: not the arm's motion
                 if _reverses(work, model.index[k], qd):
@@ -697,10 +726,11 @@ def _stuck(model, work, k, e):
     one: c^ / (w Kd) [kg·m²], so that the integral crosses the friction band at Ki c^ e /
     (w Kd) (the told friction rule 5 feeds forward whole); at most what crosses it in
     BAND_DELAYS x the loop's lateness d (`LawWork.delay`, at least a period): what it adds
-    while the loop cannot yet see the joint slip is at most 1 / BAND_DELAYS of it."""
+    while the loop cannot yet see the joint slip is at most 1 / BAND_DELAYS of it. Where c^
+    is not measured, the band a held stand's breakaway measured (`_band`)."""
     if model.pd or model.kd[k] <= 0.0 or model.forget == 1.0:
         return 0.0
-    c = max(work.theta[3, k], 0.0)
+    c = _band(work, k)
     late = BAND_DELAYS * lateness(model, work)
     return c / max(model.width * model.kd[k], model.ki * abs(e) * late)
 
@@ -720,13 +750,19 @@ def _integrate(model, work, ref):
     the Kinova at the corpus's start pose (0.02-8x on the others): with its links 30 % off and
     commands 10 ms late its wrist's hold swung at 4.5 Hz into 14 brakes.
     `settled` records once that a^'s scaled variance was at most SETTLED (it grows back at
-    rest, which no longer holds the integral)."""
+    rest, which no longer holds the integral). A joint that stood off its goal (`_stood`)
+    integrates before that (the Routh bound against an untold rotor is a moving joint's); one
+    its friction holds (`_held`), its band
+    unknown (`_band`), e-folds its integral towards the goal per BAND_DELAYS x the lateness d,
+    the pace at which the friction term crosses a known band."""
     scale = work.schedule[INTEGRAL]
     m = model.index.shape[0]
     step = work.step
     step[:] = 0.0
     stepping = False
     for k in range(m):
+        if _resting(ref, k) and _held(model, work, k):
+            work.probe[9, k] = 1.0  # until it moves again (`_stands`, `_released`)
         e, ed = work.e[0, k], work.e[1, k]
         if work.P[k, 0, 0] <= SETTLED:
             work.settled[k] = 1.0
@@ -734,7 +770,7 @@ def _integrate(model, work, ref):
         slow = abs(ed) < max(min(INTEGRAL_GATE, pace), FAR * pace)
         if (_resting(ref, k) and (slow or e * ed > 0.0) and scale > 0.0
                 and work.tau[k] == work.raw[k]
-                and (model.forget == 1.0 or work.settled[k] > 0.0)):
+                and (model.forget == 1.0 or work.settled[k] > 0.0 or _stood(model, work, k))):
             step[k] = model.dt * model.ki * e * scale
             stepping = True
     if not stepping:
@@ -749,12 +785,66 @@ def _integrate(model, work, ref):
             extra = (damped(model, work.theta, j) + _stuck(model, work, j, work.e[0, j])
                      + (work.theta[0, j] if model.pd else 0.0)) * step[j]
         value = work.integral[j] + extra
+        if step[j] != 0.0 and work.probe[9, j] > 0.0 and _band(work, j) <= 0.0:
+            # held, its friction unknown: e-fold towards the goal per BAND_DELAYS x d
+            grow = model.dt / (BAND_DELAYS * lateness(model, work))
+            value += math.copysign(grow * abs(work.integral[j]), work.e[0, j])
         if model.pd:
             value += model.inertia[j] * step[j]
         else:
             value += work.inertial[3, model.index[j]]
         if value != work.integral[j]:
             work.integral[j] = min(max(value, -model.i_clamp[j]), model.i_clamp[j])
+
+
+@njit(cache=True)
+def _band(work, k):
+    """Rule 7's friction band of controlled joint k [N·m]: c^ where it is measured, else
+    what a held stand's breakaway measured (probe[6], `_released`), else 0."""
+    return work.theta[3, k] if work.theta[3, k] > 0.0 else max(work.probe[6, k], 0.0)
+
+
+@njit(cache=True)
+def _slips(work, k):
+    """Rule 7: joint k's Coulomb friction is not measured (c^ <= 0) and its stand is held by
+    its friction (`_held`) or its band was measured so: a breakaway from it is a slip past the
+    static friction (`_released`). Where c^ is measured the crossing's reset takes it out
+    (`_crossed`)."""
+    return work.theta[3, k] <= 0.0 and (work.probe[9, k] > 0.0 or work.probe[6, k] > 0.0)
+
+
+@njit(cache=True)
+def _added(work, k):
+    """The slow torques (the integral and d^) added to joint k since it came to a stand
+    [N·m] (their values then: probe[4], probe[8])."""
+    return work.integral[k] + work.theta[2, k] - work.probe[4, k] - work.probe[8, k]
+
+
+@njit(cache=True)
+def _stood(model, work, k):
+    """Rule 7: controlled joint k stands off its goal (beyond HUNT_AMPLITUDE, slower than the
+    integral's gate) and has for over HELD_TIME x its PD's own time Kd / Kp."""
+    e, ed = work.e[0, k], work.e[1, k]
+    pace = _pace(model, k)
+    return (abs(e) > HUNT_AMPLITUDE and abs(ed) < min(INTEGRAL_GATE, pace * abs(e))
+            and work.probe[5, k] * pace > HELD_TIME)
+
+
+@njit(cache=True)
+def _held(model, work, k):
+    """Rule 7: controlled joint k at rest is held by its friction: it stood (`_stood`) and
+    has yielded less than HELD_YIELD x what its stiffness Kp (M_ii + a^ + (b + b^) / Kd) gives
+    to the slow torques added since it came to a stand (`_added`; the error then: probe[7]),
+    HUNT_AMPLITUDE counted as yielded (the sensor's: less added is no evidence).
+    A free joint under a ramp of those torques lags it by about Kd / Kp, then follows at that
+    stiffness: at 2 Kd / Kp it has yielded about half."""
+    if not _stood(model, work, k):
+        return False
+    e = work.e[0, k]
+    stiffness = model.kp[k] * (model.inertia[k] + work.theta[0, k]
+                               + damped(model, work.theta, k))
+    return (stiffness * (abs(e - work.probe[7, k]) + HUNT_AMPLITUDE)
+            < HELD_YIELD * abs(_added(work, k)))
 
 
 @njit(cache=True)
@@ -796,9 +886,16 @@ def _calm(model, work, qd, ref):
         v = qd[model.index[k]]
         if _resting(ref, k):
             if side != 0.0 and swing[7, k] != side:
-                _crossed(model, work, k, v, work.integral[k])
+                gate = min(INTEGRAL_GATE, _pace(model, k) * abs(work.e[0, k]))
+                if abs(swing[5, k]) < gate and _slips(work, k):
+                    _released(model, work, k, v)
+                else:
+                    _crossed(model, work, k, v, work.integral[k])
+                work.probe[9, k] = 0.0
             else:
                 _stands(model, work, k, v)
+        else:
+            work.probe[5, k] = 0.0  # a moving reference ends a stand at rest
         chatters = _swings(swing, 0, k, work.tau[k], beta, 1.0, CHATTER * model.limits[k])
         vibrates = _swings(swing, 3, k, qd[model.index[k]], beta, 1.0 / model.velocity[k],
                            VIBRATION)
@@ -817,29 +914,55 @@ def _stands(model, work, k, v):
     how long it has stood; when it moves again towards its goal at velocity v [rad/s] after
     standing longer than its PD's own time Kd / Kp (which would have moved a free joint), what
     the integral gathered while it stood is what carried it through its friction's band, and
-    is taken out as at a crossing. A joint that rings about its goal never stands that long."""
+    is taken out as at a crossing. A joint that rings about its goal never stands that long.
+    probe[7, k], probe[8, k] keep the error and d^ when the stand began (`_held`); a held
+    stand's breakaway is `_released`."""
     e = work.e[0, k]
     gate = min(INTEGRAL_GATE, _pace(model, k) * abs(e))
     was = abs(work.swing[5, k]) < gate
     if abs(v) < gate:
-        if not was:
+        if not was or work.probe[5, k] == 0.0:  # a stand begins (or the reference came to rest)
             work.probe[4, k] = work.integral[k]
             work.probe[5, k] = 0.0
+            work.probe[7, k] = e
+            work.probe[8, k] = work.theta[2, k]
+            work.probe[9, k] = 0.0
         work.probe[5, k] += model.dt
+        return
+    if was and v * e > 0.0 and _slips(work, k):
+        _released(model, work, k, v)
     elif was and v * e > 0.0 and work.probe[5, k] * _pace(model, k) > 1.0:
         _crossed(model, work, k, v, work.integral[k] - work.probe[4, k])
+    work.probe[9, k] = 0.0  # it moves: no longer held
+
+
+@njit(cache=True)
+def _released(model, work, k, v):
+    """Rule 7: joint k, held by its friction (`_held`), broke away towards its goal or crossed
+    it at velocity v [rad/s]: if the integral gathered that way while it stood, it returns to
+    its value when the stand began (kept, what broke the static friction is a Stribeck excess
+    that carries the joint past its goal), and what was added, less the last lateness's
+    growth (1 - e^(-1 / BAND_DELAYS) of it at most), measures the band where c^ does not
+    (`_band`). The stand is no longer held."""
+    gathered = work.integral[k] - work.probe[4, k]
+    if gathered * v > 0.0 and work.schedule[INTEGRAL] > 0.0:
+        if work.probe[9, k] > 0.0:
+            work.probe[6, k] = abs(_added(work, k)) * math.exp(-1.0 / BAND_DELAYS)
+        work.integral[k] = work.probe[4, k]
+    work.probe[9, k] = 0.0
 
 
 @njit(cache=True)
 def _crossed(model, work, k, v, gathered):
     """Rule 7's reset: joint k crossed its goal at rest, or broke away towards it, at velocity
     v [rad/s]; the integral, if it drove that way, loses the estimated friction at v (b^ v +
-    c^ tanh(v / w)), at most what it `gathered` [N·m] (all of it at a crossing; at a breakaway,
-    since the joint came to a stand), never past 0; kept while the schedule pauses the
-    integral (its value is the caller's to keep)."""
+    c tanh(v / w), c the band: c^, else the measured one, `_band`), at most what it
+    `gathered` [N·m] (all of it at a crossing; at a breakaway, since the joint came to a
+    stand), never past 0; kept while the schedule pauses the integral (its value is the
+    caller's to keep)."""
     integral = work.integral[k]
     if integral * v > 0.0 and gathered * v > 0.0 and work.schedule[INTEGRAL] > 0.0:
-        f = work.theta[1, k] * v + max(work.theta[3, k], 0.0) * math.tanh(v / model.width)
+        f = work.theta[1, k] * v + _band(work, k) * math.tanh(v / model.width)
         f = min(abs(f), abs(gathered))
         work.integral[k] = math.copysign(max(abs(integral) - f, 0.0), integral)
 
