@@ -721,6 +721,13 @@ def _pace(model, k):
 
 
 @njit(cache=True)
+def _gate(model, k, e):
+    """Rule 7: slower than this [rad/s], controlled joint k, e [rad] off its goal, stands:
+    INTEGRAL_GATE, or its PD's pace Kp / Kd times |e| where that is slower."""
+    return min(INTEGRAL_GATE, _pace(model, k) * abs(e))
+
+
+@njit(cache=True)
 def _stuck(model, work, k, e):
     """Rule 7: the measured Coulomb friction's slope at rest, as `damped` takes the viscous
     one: c^ / (w Kd) [kg·m²], so that the integral crosses the friction band at Ki c^ e /
@@ -752,9 +759,9 @@ def _integrate(model, work, ref):
     `settled` records once that a^'s scaled variance was at most SETTLED (it grows back at
     rest, which no longer holds the integral). A joint that stood off its goal (`_stood`)
     integrates before that (the Routh bound against an untold rotor is a moving joint's); one
-    its friction holds (`_held`), its band
-    unknown (`_band`), e-folds its integral towards the goal per BAND_DELAYS x the lateness d,
-    the pace at which the friction term crosses a known band."""
+    its friction holds (`_held`), its band unknown (`_band`), e-folds its integral towards the
+    goal per BAND_DELAYS x the lateness d, the pace at which the friction term crosses a
+    known band."""
     scale = work.schedule[INTEGRAL]
     m = model.index.shape[0]
     step = work.step
@@ -825,9 +832,8 @@ def _stood(model, work, k):
     """Rule 7: controlled joint k stands off its goal (beyond HUNT_AMPLITUDE, slower than the
     integral's gate) and has for over HELD_TIME x its PD's own time Kd / Kp."""
     e, ed = work.e[0, k], work.e[1, k]
-    pace = _pace(model, k)
-    return (abs(e) > HUNT_AMPLITUDE and abs(ed) < min(INTEGRAL_GATE, pace * abs(e))
-            and work.probe[5, k] * pace > HELD_TIME)
+    return (abs(e) > HUNT_AMPLITUDE and abs(ed) < _gate(model, k, e)
+            and work.probe[5, k] * _pace(model, k) > HELD_TIME)
 
 
 @njit(cache=True)
@@ -886,8 +892,7 @@ def _calm(model, work, qd, ref):
         v = qd[model.index[k]]
         if _resting(ref, k):
             if side != 0.0 and swing[7, k] != side:
-                gate = min(INTEGRAL_GATE, _pace(model, k) * abs(work.e[0, k]))
-                if abs(swing[5, k]) < gate and _slips(work, k):
+                if abs(swing[5, k]) < _gate(model, k, work.e[0, k]) and _slips(work, k):
                     _released(model, work, k, v)
                 else:
                     _crossed(model, work, k, v, work.integral[k])
@@ -918,7 +923,7 @@ def _stands(model, work, k, v):
     probe[7, k], probe[8, k] keep the error and d^ when the stand began (`_held`); a held
     stand's breakaway is `_released`."""
     e = work.e[0, k]
-    gate = min(INTEGRAL_GATE, _pace(model, k) * abs(e))
+    gate = _gate(model, k, e)
     was = abs(work.swing[5, k]) < gate
     if abs(v) < gate:
         if not was or work.probe[5, k] == 0.0:  # a stand begins (or the reference came to rest)
