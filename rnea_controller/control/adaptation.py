@@ -768,16 +768,17 @@ def _integrate(model, work, ref):
     step[:] = 0.0
     stepping = False
     for k in range(m):
-        if _resting(ref, k) and _held(model, work, k):
+        resting = _resting(ref, k)
+        stood = resting and _stood(model, work, k)
+        if stood and _held(model, work, k):
             work.probe[9, k] = 1.0  # until it moves again (`_stands`, `_released`)
         e, ed = work.e[0, k], work.e[1, k]
         if work.P[k, 0, 0] <= SETTLED:
             work.settled[k] = 1.0
-        pace = _pace(model, k) * abs(e)
-        slow = abs(ed) < max(min(INTEGRAL_GATE, pace), FAR * pace)
-        if (_resting(ref, k) and (slow or e * ed > 0.0) and scale > 0.0
+        slow = abs(ed) < max(_gate(model, k, e), FAR * _pace(model, k) * abs(e))
+        if (resting and (slow or e * ed > 0.0) and scale > 0.0
                 and work.tau[k] == work.raw[k]
-                and (model.forget == 1.0 or work.settled[k] > 0.0 or _stood(model, work, k))):
+                and (model.forget == 1.0 or work.settled[k] > 0.0 or stood)):
             step[k] = model.dt * model.ki * e * scale
             stepping = True
     if not stepping:
@@ -838,14 +839,12 @@ def _stood(model, work, k):
 
 @njit(cache=True)
 def _held(model, work, k):
-    """Rule 7: controlled joint k at rest is held by its friction: it stood (`_stood`) and
-    has yielded less than HELD_YIELD x what its stiffness Kp (M_ii + a^ + (b + b^) / Kd) gives
-    to the slow torques added since it came to a stand (`_added`; the error then: probe[7]),
-    HUNT_AMPLITUDE counted as yielded (the sensor's: less added is no evidence).
-    A free joint under a ramp of those torques lags it by about Kd / Kp, then follows at that
-    stiffness: at 2 Kd / Kp it has yielded about half."""
-    if not _stood(model, work, k):
-        return False
+    """Rule 7: controlled joint k at rest, which stood (`_stood`, the caller's), is held by
+    its friction: it has yielded less than HELD_YIELD x what its stiffness Kp (M_ii + a^ + (b +
+    b^) / Kd) gives to the slow torques added since it came to a stand (`_added`; the error
+    then: probe[7]), HUNT_AMPLITUDE counted as yielded (the sensor's: less added is no
+    evidence). A free joint under a ramp of those torques lags it by about Kd / Kp, then
+    follows at that stiffness: at 2 Kd / Kp it has yielded about half."""
     e = work.e[0, k]
     stiffness = model.kp[k] * (model.inertia[k] + work.theta[0, k]
                                + damped(model, work.theta, k))
