@@ -21,7 +21,11 @@ CASES = corpus.drawn_cases(DRAWN)
 # brake) was its fall under no torque before the first command acted; the corpus's arm now
 # stands on its brakes until then (test/corpus.py). The goal under a smooth Stribeck friction
 # (so100-friction-prompt-pinocchio-7518, 9.6e-3 rad) is met since rule 8 keeps c^ (stop 55).
-MISSES = {}
+MISSES = {
+    'ur3-geared-late-pinocchio-2766': 'stop 67: the wrist crossed its goal and stood on a push '
+    'the other way; turning it round read as outgrowing c^ (rule 7), and its e-folding integral '
+    'broke the friction inside the 25 ms stall, whose frozen command carried it 2.2 mrad past '
+    'its goal (2,428 -> 2,446 of 2,560 for the rule; docs/controller.md, stop 67)'}
 AT_THE_BAR = {}  # within a host's last digits of the bar: not strict either way
 
 
@@ -147,6 +151,27 @@ def test_a_light_joint_its_friction_holds_off_its_goal_reaches_it():
     for case, ours in zip(HELD, parallel_map(_held_case, HELD)):
         assert ours.final <= corpus.FINAL, (case.name, ours)
         assert ours.brakes == 0 and ours.fastest <= corpus.FASTEST, (case.name, ours)
+
+
+CREPT = (corpus.Case('ur3', 'friction', 'late', 'pinocchio', 11),
+         corpus.Case('kinova', 'friction', 'late', 'pinocchio', 10),
+         corpus.Case('iiwa14', 'friction', 'late', 'pinocchio', 2))
+
+
+def test_a_joint_its_friction_holds_behind_its_reference_breaks_away_under_its_limit():
+    """Rules 4 and 7 (stop 67): light joints that stick behind their reference under
+    Pinocchio's smooth Stribeck friction, commands late. Creeping in their friction's band,
+    they read the creep's acceleration against the torque the friction held as inertia: a^
+    went to its ceiling (the Kinova's joint_4, 8.5e-3 kg·m², to 0.2 kg·m² in 0.1 s), and the
+    breakaway through that feedback, which the loop sees 10-25 ms late, ran the UR3's wrist to
+    3.1x its velocity limit, the Kinova's to 1.17x and the iiwa14's joint7 to 1.18x, each into
+    a brake, 0.02-0.1 rad off at the end. Once a^ is measured such a window teaches no a^ or
+    b^: no brake, no runaway, and each ends within the bar."""
+    if not {case.arm for case in CREPT} <= set(corpus.available_arms()):
+        pytest.skip('an arm of this test is not here')
+    for case, ours in zip(CREPT, parallel_map(_held_case, CREPT)):
+        assert ours.brakes == 0 and ours.fastest < 1.0, (case.name, ours)
+        assert ours.final <= corpus.FINAL, (case.name, ours)
 
 
 PUSHES = (('so100', 'delay', 14), ('so100', 'delay', 19), ('so100', 'delay', 21),

@@ -77,7 +77,16 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    window in which the joint's velocity changed sign (`_reverses`: its Coulomb friction turned
    over, which no smooth model pairs with the window's mean command; on the xArm7 told its
    friction exactly, such a window took 0.19 kg·m² as a^ on the 4.3e-3 kg·m² joint5 and the
-   excitation braked at 1.22x its velocity limit; skipped, 0.85x and 8.4e-4 rad). The
+   excitation braked at 1.22x its velocity limit; skipped, 0.85x and 8.4e-4 rad). Once a^ was
+   measured, a window in which the joint crept in its friction's band (within SLIDING w at its
+   first, middle and last state) while its reference moved on at over twice that (`_creeps`)
+   teaches no a^ or b^, only d^: its friction at rest holds it, anything up to its breakaway,
+   and the creep's acceleration, paired with that torque, read as inertia (stop 67: the
+   Kinova's joint_4, 8.5e-3 kg·m², stuck at a reversal of its reference, took a^ to its 0.2
+   kg·m² ceiling in 0.1 s and broke away through that feedback at 1.17x its velocity limit
+   into a brake; corpus seeds 1-16, friction under Pinocchio with commands late: cases with a
+   brake 31 -> 15). Before a^ is measured such a window still teaches a^: an untold rotor
+   lags its reference in the same band at the start of a motion. The
    Controller also pauses rules 2, 6 and 7 until the measured positions change after a reset (a
    constant state is not an arm answering: d^ would take the feedback's torque) and until it
    has commanded for ANSWER_TIME (a command acts after the actuation delay, unknown until
@@ -198,13 +207,17 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    HELD_TIME x Kd / Kp integrates before a^ is measured (the Routh bound against an untold
    rotor is a moving joint's); if it yielded less than HELD_YIELD of what its stiffness gives
    to the slow torques added since (the integral and d^), it is held by what the model lacks:
-   where no band is known (`_band`) its integral e-folds towards the goal per BAND_DELAYS x d;
-   where c^ is not measured, at the breakaway towards the goal (or a crossing straight from the
-   stand) it returns to its value when the stand began, and what was added measures the band
-   (`_released`); from then on every breakaway of that joint from a stand is such a slip
-   (`_slips`; where c^ is measured, the crossing's reset takes c^ out). Why the return: kept,
-   the Stribeck excess that broke the joint free carried it past its goal (xArm7 joint7: ±5-10
-   mrad stick-slip). Why the yield test: a frictionless UR3 wrist under a wrong gravity,
+   where no band is known, or the torques added since the stand already exceed the band
+   known (`_outgrown`; `_band`: c^ or a band a slip measured; stop 67: a c^
+   of 2e-5 N·m learnt in motion held the xArm7's joint7's integral to 0.06 N·m a second
+   against 0.56 of friction, 25 mrad off), its integral e-folds towards the goal per
+   BAND_DELAYS x d; where c^ is not measured or was so outgrown, at the breakaway towards the
+   goal (or a crossing straight from the stand) it returns to its value when the stand
+   began, and what was added measures the band (`_released`); from then on every breakaway
+   of that joint from a stand is such a slip (`_slips`; where c^ holds the stand, the
+   crossing's reset takes c^ out). Why the return: kept, the Stribeck excess that broke the
+   joint free carried it past its goal (xArm7 joint7: ±5-10 mrad stick-slip). Why the yield
+   test: a frictionless UR3 wrist under a wrong gravity,
    converging on its integral, was taken for held, its band measured from its gravity error,
    and its hold swung into a brake. Why c^ first: a band measured above a learnt c^ (the
    integral overshoots a breakaway the loop sees 12-30 ms late) set a geared UR3 wrist hunting
@@ -504,9 +517,14 @@ def _estimate(model, work, q, qd, closing, ref):
                     continue  # velocities the positions contradict: not the arm's motion
                 if _reverses(work, model.index[k], qd):
                     continue  # its friction turned over within the window: no model's
+                band = SLIDING * model.width
+                # once a^ was measured, a joint its friction holds behind its reference
+                # teaches no inertia or damping (its regressors 0: d^ takes the hold)
+                creeps = work.settled[k] > 0.0 and _creeps(work, model.index[k], qd, band,
+                                                           ref[1, k])
                 _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
-                                growth_factor,
-                                _sliding(work, model.index[k], qd, SLIDING * model.width))
+                                growth_factor, _sliding(work, model.index[k], qd, band),
+                                creeps)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
@@ -529,6 +547,16 @@ def _sliding(work, i, qd, band):
     first, middle, last = work.qd_last[i], work.qd_mid[i], qd[i]
     return (min(abs(first), abs(middle), abs(last)) > band
             and first * middle > 0.0 and middle * last > 0.0)
+
+
+@njit(cache=True)
+def _creeps(work, i, qd, band, qd_d):
+    """Rule 4: joint i stayed in its friction's band through the window, its velocity at the
+    window's first, middle and last state within `band` [rad/s], while its reference qd_d
+    moved on at over twice that (rule 6's `still`): its friction at rest holds it, anything
+    up to its breakaway, which no inertia or damping explains."""
+    v = max(abs(work.qd_last[i]), abs(work.qd_mid[i]), abs(qd[i]))
+    return v <= band and v < 0.5 * abs(qd_d)
 
 
 @njit(cache=True)
@@ -581,12 +609,14 @@ def _consistent(work, i, q, qd):
 
 
 @njit(cache=True)
-def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor, sliding):
+def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor, sliding,
+                    creeps):
     """Rules 2-3 for controlled joint k: one recursive least-squares step with forgetting
     `lam` in scaled units (x = theta / scales), its innovation times the schedule's
     estimate gain; the covariance's diagonal kept at most PRIOR; the estimates projected on
     [floors, ceilings]; M_ii + a^ grown at most by `growth_factor`; c^'s regressor 0 unless the
-    joint slid one way through the window (`sliding`)."""
+    joint slid one way through the window (`sliding`), a^'s and b^'s 0 where it crept in its
+    friction's band behind its reference (`creeps`)."""
     T, theta = work.T, work.theta
     i = model.index[k]
     v, qdd_m = qd[i], work.QDD[2, i]
@@ -595,6 +625,8 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
     unit = scales[2, k]  # the residual in units of its joint's torque (config_entries)
     err = (work.applied[0, k] / work.count[0] - T[2, i] + theta[0, k] * qdd_m - told) / unit
     phi[0], phi[1], phi[2] = qdd_m * scales[0, k] / unit, v * scales[1, k] / unit, 1.0
+    if creeps:  # its friction at rest holds it: only d^ takes that
+        phi[0] = phi[1] = 0.0
     phi[3] = np.tanh(v / model.width) * scales[3, k] / unit if sliding else 0.0
     for a in range(ESTIMATED):
         x[a] = theta[a, k] / scales[a, k]
@@ -793,8 +825,8 @@ def _integrate(model, work, ref):
             extra = (damped(model, work.theta, j) + _stuck(model, work, j, work.e[0, j])
                      + (work.theta[0, j] if model.pd else 0.0)) * step[j]
         value = work.integral[j] + extra
-        if step[j] != 0.0 and work.probe[9, j] > 0.0 and _band(work, j) <= 0.0:
-            # held, its friction unknown: e-fold towards the goal per BAND_DELAYS x d
+        if step[j] != 0.0 and work.probe[9, j] > 0.0 and _outgrown(work, j):
+            # held past the band it knows: e-fold towards the goal per BAND_DELAYS x d
             grow = model.dt / (BAND_DELAYS * lateness(model, work))
             value += math.copysign(grow * abs(work.integral[j]), work.e[0, j])
         if model.pd:
@@ -807,18 +839,27 @@ def _integrate(model, work, ref):
 
 @njit(cache=True)
 def _band(work, k):
-    """Rule 7's friction band of controlled joint k [N·m]: c^ where it is measured, else
-    what a held stand's breakaway measured (probe[6], `_released`), else 0."""
-    return work.theta[3, k] if work.theta[3, k] > 0.0 else max(work.probe[6, k], 0.0)
+    """Rule 7's friction band of controlled joint k [N·m]: the larger of c^ and what a held
+    stand's breakaway measured (probe[6], `_released`), at least 0."""
+    return max(work.theta[3, k], work.probe[6, k], 0.0)
 
 
 @njit(cache=True)
 def _slips(work, k):
-    """Rule 7: joint k's Coulomb friction is not measured (c^ <= 0) and its stand is held by
-    its friction (`_held`) or its band was measured so: a breakaway from it is a slip past the
-    static friction (`_released`). Where c^ is measured the crossing's reset takes it out
-    (`_crossed`)."""
-    return work.theta[3, k] <= 0.0 and (work.probe[9, k] > 0.0 or work.probe[6, k] > 0.0)
+    """Rule 7: joint k's Coulomb friction is not measured (c^ <= 0) or its stand outgrew
+    c^ (added more, `_added`), and its stand is held by its friction (`_held`) or its band was
+    measured so: a breakaway from it is a slip past the static friction (`_released`). Where
+    c^ holds the stand the crossing's reset takes it out (`_crossed`)."""
+    return ((work.theta[3, k] <= 0.0 or abs(_added(work, k)) > work.theta[3, k])
+            and (work.probe[9, k] > 0.0 or work.probe[6, k] > 0.0))
+
+
+@njit(cache=True)
+def _outgrown(work, k):
+    """Rule 7: the slow torques added to joint k since it came to a stand (`_added`) exceed
+    the friction band it knows (`_band`; none known: any torque added): the friction that
+    holds it is not the band known."""
+    return abs(_added(work, k)) > _band(work, k)
 
 
 @njit(cache=True)
