@@ -508,23 +508,22 @@ def _estimate(model, work, q, qd, closing, ref):
     if closing:
         if lam < 1.0 and count[0] > 0 and work.schedule[ESTIMATE] > 0.0:
             growth_factor = 1.0 + work.elapsed[0] / ARMATURE_GROWTH
+            band = SLIDING * model.width  # [rad/s] slower, a joint is in its friction's band
             for k in range(model.index.shape[0]):
+                i = model.index[k]
                 if _resting(ref, k) and work.settled[k] > 0.0:
                     continue  # at rest, the integral's: no excitation, one integrator
                 if work.probe[9, k] > 0.0:
                     continue  # held by its friction: its residual is the friction's reaction
-                if not _consistent(work, model.index[k], q, qd):
+                if not _consistent(work, i, q, qd):
                     continue  # velocities the positions contradict: not the arm's motion
-                if _reverses(work, model.index[k], qd):
+                if _reverses(work, i, qd):
                     continue  # its friction turned over within the window: no model's
-                band = SLIDING * model.width
                 # once a^ was measured, a joint its friction holds behind its reference
                 # teaches no inertia or damping (its regressors 0: d^ takes the hold)
-                creeps = work.settled[k] > 0.0 and _creeps(work, model.index[k], qd, band,
-                                                           ref[1, k])
+                creeps = work.settled[k] > 0.0 and _creeps(work, i, qd, band, ref[1, k])
                 _estimate_joint(model, work, work.qd_mid, k, lam, scales, phi, Pphi, x,
-                                growth_factor, _sliding(work, model.index[k], qd, band),
-                                creeps)
+                                growth_factor, _sliding(work, i, qd, band), creeps)
         for k in range(model.index.shape[0]):
             applied[0, k] = 0.0
         for i in range(qd.shape[0]):
