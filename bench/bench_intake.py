@@ -445,6 +445,8 @@ def main():
     parser.add_argument('--default-scheduler', action='store_true',
                         help="the node's loop with the default scheduler (default: SCHED_FIFO "
                              '45 where the privilege allows)')
+    # the default since stop 68; kept so that the commands in docs/benchmarks.md still run
+    parser.add_argument('--force-realtime', action='store_true', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not args.no_planning:
         planning(args.points)
