@@ -333,7 +333,7 @@ def live_node(sizes, repeats, tree=None, only=None, force_realtime=True):
         feeder.set(JOINTS, Q0, np.zeros(6))
         if not wait(lambda: len(refs.stamps) > 100 and len(refs.missed) > 2, 60.0):
             raise RuntimeError(f'the node published no reference; its log:\n{read(log)}')
-        fifo = 'control loop thread: SCHED_FIFO' in read(log)
+        fifo = os.sched_getscheduler(node.pid) == os.SCHED_FIFO  # its loop: the main thread
         if force_realtime and not fifo:
             print('\nthe node could not take SCHED_FIFO here (no privilege): its loop runs '
                   'with the default scheduler, and a gap holds its wait for a core as well')
