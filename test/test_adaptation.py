@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rnea_controller import default_urdf_path, RobotModel
+from rnea_controller.control.adaptation import VIBRATION
 from rnea_controller.control.law import Controller, validate_parameters
 from rnea_controller.control.trajectory import plan_arrays
 from rnea_controller.errors import ParameterError
@@ -152,6 +153,23 @@ def test_a_joint_whose_velocity_swings_back_and_forth_has_its_stiffening_taken_b
     for velocities in (np.linspace(0.0, 1.0, 200),
                        np.random.default_rng(1).normal(0.0, 0.01, 400)):
         assert calmed_after(velocities) == (0.01, 0.0)
+
+
+def test_a_heavy_joint_whose_command_chatters_is_calmed_where_its_velocity_cannot_tell():
+    """Rule 8 by the command (stop 69): a command swinging by c x the effort limit per tick
+    moves a joint of inertia m by c tau_max dt / m per tick, under VIBRATION x its velocity
+    limit whenever m > (c / VIBRATION) tau_max dt / qd_max: on a heavy joint only the
+    command's swing (CHATTER) sees the loop chatter. It never acted on the corpus (docs/
+    controller.md, "What each rule is worth"); this is its case. The xArm7's joint1 (M_11
+    about 1 kg·m² at START) with a^ 0.5 kg·m², its velocity swinging by 0.06 rad/s per tick
+    (64 % of what VIBRATION sees on its 3.14 rad/s limit): its feedback swings the command by
+    Kd (M_11 + a^) 0.06, about 3.6 N·m a tick, over CHATTER's 2.5 of its 50: a^ halved. The
+    same swing on the light joint7 moves its command by hundredths of a N·m: no chatter."""
+    swinging = 0.03 * (-1.0) ** np.arange(60)
+    assert 2 * 0.03 < VIBRATION * MODEL.velocity_limits[0]  # the velocity alone: no swing
+    armature, calmed = calmed_after(swinging, armature=0.5, joint=0)
+    assert calmed >= 1 and armature <= 0.25, (armature, calmed)
+    assert calmed_after(swinging, armature=0.01, joint=6) == (0.01, 0.0)
 
 
 def hunted(frequency, values=None, joint=4, seconds=1.0):
