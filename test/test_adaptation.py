@@ -165,8 +165,9 @@ def test_a_heavy_joint_whose_command_chatters_is_calmed_where_its_velocity_canno
     (64 % of what VIBRATION sees on its 3.14 rad/s limit): its feedback swings the command by
     Kd (M_11 + a^) 0.06, about 3.6 N·m a tick, over CHATTER's 2.5 of its 50: a^ halved. The
     same swing on the light joint7 moves its command by hundredths of a N·m: no chatter."""
-    swinging = 0.03 * (-1.0) ** np.arange(60)
-    assert 2 * 0.03 < VIBRATION * MODEL.velocity_limits[0]  # the velocity alone: no swing
+    amplitude = 0.03  # [rad/s]: the velocity changes by twice this a tick
+    swinging = amplitude * (-1.0) ** np.arange(60)
+    assert 2 * amplitude < VIBRATION * MODEL.velocity_limits[0]  # the velocity alone: no swing
     armature, calmed = calmed_after(swinging, armature=0.5, joint=0)
     assert calmed >= 1 and armature <= 0.25, (armature, calmed)
     assert calmed_after(swinging, armature=0.01, joint=6) == (0.01, 0.0)
