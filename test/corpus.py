@@ -520,6 +520,38 @@ def failures(node, peer):
     return out
 
 
+def slip_bound(case):
+    """[rad] `slip_bounds`' largest: of the joint that slips farthest."""
+    return float(slip_bounds(case).max())
+
+
+def slip_bounds(case):
+    """[rad] per joint, its slip past its breakaway where a command that breaks the joint
+    free is taken back only when the loop sees it move (docs/controller.md, "The Stribeck
+    slip"): once the command passes the static level c + s, friction falls to c, and the
+    excess s drives the joint's true inertia m (M_ii with its rotor, the others standing)
+    against its viscous friction b for the loop's lateness d (the timing's delay plus a
+    period): x = (s / b) (d - (m / b)(1 - exp(-b d / m))), ½ (s / m) d² as b -> 0 (friction's
+    fall to c taken at once and the stop after the command is taken back not counted: each
+    a tenth of it on the UR10's wrist_2, opposite ways; test_corpus_closed_loop). 0 under
+    MuJoCo, whose dry friction has no Stribeck excess. A joint that must slip to reach its
+    goal ends where such a slip lands: where x exceeds FINAL, a command that answers only what
+    the loop sees cannot be sure to stop within FINAL of the goal."""
+    a = arm(case.arm)
+    if case.simulator != 'pinocchio' or case.truth not in ('friction', 'geared'):
+        return np.zeros(a.model.n)
+    truth = draw_truth(a, case.truth, case.seed)
+    model = pin.buildModelFromXML(true_urdf(a, truth))
+    model.armature = np.asarray(truth.armature, dtype=float).copy()
+    m = np.diag(pin.crba(model, model.createData(), a.start))
+    d = draw_timing(case.timing, case.seed).delay + 1e-3
+    s, b = truth.stribeck, truth.viscous
+    tau = np.where(b > 0.0, m / np.maximum(b, 1e-300), np.inf)  # [s] the joint's own time
+    small = b * d < 1e-6 * m
+    return np.where(small, 0.5 * s / m * d * d,
+                    s / np.maximum(b, 1e-300) * (d - tau * -np.expm1(-d / tau)))
+
+
 class Pushed:
     """`plant` (a `sim.plant.Plant`) pushed by the world: `torque` [N·m] on joint `joint`
     from `start` [s] for `duration` [s], through the plant's own `external` (added after the
