@@ -3,7 +3,7 @@ every arm here x 4 truths x 2 timings x 2 simulators, the node's defaults beside
 tuned on the true arm under the same timing, one seed. Prints per case ours and the peer's RMS
 [rad], final [rad], peak speed / velocity limit, largest command step / effort limit, contacts
 and brakes, what breaks issue 43's bar, and the Stribeck slip past a breakaway that a loop
-as late as the case's must allow (`corpus.slip_bound`) where it is over the final bar; then
+as late as the case's must allow (`corpus.stribeck_slip`) where it is over the final bar; then
 how many final misses are among those, and per arm and truth the worst. Two processes
 (the host's two cores); each case is its own seeded run, so the figures are those of one by one.
 
@@ -23,7 +23,7 @@ def _one(case):
     import corpus
     start = time.perf_counter()
     node, peer = corpus.run_case(case)
-    return case, node, peer, time.perf_counter() - start, corpus.slip_bound(case)
+    return case, node, peer, time.perf_counter() - start, corpus.stribeck_slip(case)
 
 
 def main(argv=None):
@@ -46,8 +46,8 @@ def main(argv=None):
           f'{len(corpus.TIMINGS)} timings x {len(corpus.SIMULATORS)} simulators, seed '
           f'{args.seed}')
     header = (f'{"case":44s} {"RMS ours/peer":>19s} {"final ours/peer":>19s} '
-              f'{"speed":>11s} {"step":>11s} c b  verdict [the Stribeck slip, corpus.slip_bound, '
-              f'where over the final bar]')
+              f'{"speed":>11s} {"step":>11s} c b  verdict [corpus.stribeck_slip where over '
+              f'the final bar]')
     print(header)
     bad = 0
     rows = {}
@@ -69,7 +69,7 @@ def main(argv=None):
                   f'{f" [slip {slip:.1e} rad]" if slip >= corpus.FINAL else ""}', flush=True)
     print(f'{len(cases) - bad} of {len(cases)} cases meet the bar')
     print(f'final bar missed in {slips[2]} cases; {slips[1]} of them among the {slips[0]} whose '
-          f'Stribeck slip (corpus.slip_bound) is over it')
+          f'Stribeck slip (corpus.stribeck_slip) is over it')
     print_worst(rows)
     return 0
 

@@ -520,12 +520,12 @@ def failures(node, peer):
     return out
 
 
-def slip_bound(case):
-    """[rad] `slip_bounds`' largest: of the joint that slips farthest."""
-    return float(slip_bounds(case).max())
+def stribeck_slip(case):
+    """[rad] `stribeck_slips`' largest: of the joint that slips farthest."""
+    return float(stribeck_slips(case).max())
 
 
-def slip_bounds(case):
+def stribeck_slips(case):
     """[rad] per joint, its slip past its breakaway where a command that breaks the joint
     free is taken back only when the loop sees it move (docs/controller.md, "The Stribeck
     slip"): once the command passes the static level c + s, friction falls to c, and the

@@ -200,17 +200,17 @@ def test_a_hold_pushed_on_a_coupled_arm_brakes_once_and_stays_under_its_limits()
         assert fastest < 1.0, (push, fastest, start)
 
 
-def test_the_stribeck_slip_bound_is_a_slip_the_true_arm_makes():
-    """`corpus.slip_bounds` against Pinocchio's ABA on the true arm (the oracle: its smooth
+def test_the_stribeck_slip_is_one_the_true_arm_makes():
+    """`corpus.stribeck_slips` against Pinocchio's ABA on the true arm (the oracle: its smooth
     Stribeck friction integrated, not the formula): ur10-friction-late-pinocchio-4's wrist_2,
     which stick-slipped about its goal to the end of its hold (±5 mrad, final 3.1e-3 rad),
     commanded just past its static level c + s for the loop's lateness d (a whole number of
     plant steps, at least d), then back to its gravity, the other joints at theirs, slips as
-    far within 30 % (measured: 3.6 mrad, the bound 3.5; without its viscous term the bound
-    would be 6.1)."""
+    far within 30 % (measured: 3.6 mrad, the formula 3.5; without its viscous term it would
+    be 6.1)."""
     case = corpus.Case('ur10', 'friction', 'late', 'pinocchio', 4)
-    bounds = corpus.slip_bounds(case)
-    k = int(np.argmax(bounds))
+    slips = corpus.stribeck_slips(case)
+    k = int(np.argmax(slips))
     a = corpus.arm(case.arm)
     truth = corpus.draw_truth(a, case.truth, case.seed)
     plant = corpus.AbaPlant(a, truth)
@@ -224,5 +224,5 @@ def test_the_stribeck_slip_bound_is_a_slip_the_true_arm_makes():
     for _ in range(300):  # it stops: friction and the hold
         plant.step(hold)
     slip = abs(plant.q[k] - a.start[k])
-    assert bounds[k] > corpus.FINAL and abs(plant.qd[k]) < 1e-3
-    assert 0.7 * slip <= bounds[k] <= 1.3 * slip, (a.model.joint_names[k], slip, bounds[k])
+    assert slips[k] > corpus.FINAL and abs(plant.qd[k]) < 1e-3
+    assert 0.7 * slip <= slips[k] <= 1.3 * slip, (a.model.joint_names[k], slip, slips[k])
