@@ -197,7 +197,12 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    UR10's and the xArm7's wrists 2-4 mrad past their goals, stick-slipping to the end of the
    hold (corpus seed 1: 151 -> 154 of 160). Why the stand's length: a frictionless z1 wrist
    ringing ±0.07 mrad at 20 Hz about its goal passed the gate every cycle and lost its integral
-   each time, ending 1.1 mrad off; a ring never stands for Kd / Kp.
+   each time, ending 1.1 mrad off; a ring never stands for Kd / Kp. Or a stand in which the
+   integral gathered the band it knows (c^, `_band`; stop 70): the integral crosses it in
+   BAND_DELAYS x d (`_stuck`), 10 ms with commands prompt, well under Kd / Kp (0.1 s at the
+   default gains), and the breakaway that followed kept all of it (a geared UR3's wrist_1
+   slid ±6.4 mrad about its goal to the end of the hold; corpus seeds 1-16: 2,446 -> 2,452 of
+   2,560, brakes and runaways unchanged). A ring gathers no band.
    A joint its friction holds (`_held`, stop 66): s needs c^, which a light joint that
    stick-slips never shows (no window slides one way): at the end of a motion the xArm7's
    joint7 (1.4e-4 kg·m², 0.8 N·m of Coulomb friction) stood 20 mrad off its goal while the
@@ -956,9 +961,10 @@ def _stands(model, work, k, v):
     """Rule 7's breakaway at rest: probe[4, k] keeps the integral when joint k came to a stand
     (slower than the integral's gate; swing[5, k] its velocity at the last tick), probe[5, k]
     how long it has stood; when it moves again towards its goal at velocity v [rad/s] after
-    standing longer than its PD's own time Kd / Kp (which would have moved a free joint), what
-    the integral gathered while it stood is what carried it through its friction's band, and
-    is taken out as at a crossing. A joint that rings about its goal never stands that long.
+    standing longer than its PD's own time Kd / Kp (which would have moved a free joint), or
+    after the integral gathered the friction band it knows (`_band`) while it stood, what the
+    integral gathered is what carried it through that band, and is taken out as at a
+    crossing. A joint that rings about its goal never stands that long, nor gathers a band.
     probe[7, k], probe[8, k] keep the error and d^ when the stand began (`_held`); a held
     stand's breakaway is `_released`."""
     e = work.e[0, k]
@@ -973,10 +979,13 @@ def _stands(model, work, k, v):
             work.probe[9, k] = 0.0
         work.probe[5, k] += model.dt
         return
+    gathered = work.integral[k] - work.probe[4, k]
+    band = _band(work, k)
     if was and v * e > 0.0 and _slips(work, k):
         _released(model, work, k, v)
-    elif was and v * e > 0.0 and work.probe[5, k] * _pace(model, k) > 1.0:
-        _crossed(model, work, k, v, work.integral[k] - work.probe[4, k])
+    elif was and v * e > 0.0 and (work.probe[5, k] * _pace(model, k) > 1.0
+                                  or 0.0 < band <= abs(gathered)):
+        _crossed(model, work, k, v, gathered)
     work.probe[9, k] = 0.0  # it moves: no longer held
 
 
