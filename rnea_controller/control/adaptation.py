@@ -979,13 +979,13 @@ def _stands(model, work, k, v):
             work.probe[9, k] = 0.0
         work.probe[5, k] += model.dt
         return
-    gathered = work.integral[k] - work.probe[4, k]
-    band = _band(work, k)
-    if was and v * e > 0.0 and _slips(work, k):
-        _released(model, work, k, v)
-    elif was and v * e > 0.0 and (work.probe[5, k] * _pace(model, k) > 1.0
-                                  or 0.0 < band <= abs(gathered)):
-        _crossed(model, work, k, v, gathered)
+    if was and v * e > 0.0:
+        gathered = work.integral[k] - work.probe[4, k]
+        if _slips(work, k):
+            _released(model, work, k, v)
+        elif (work.probe[5, k] * _pace(model, k) > 1.0
+              or 0.0 < _band(work, k) <= abs(gathered)):
+            _crossed(model, work, k, v, gathered)
     work.probe[9, k] = 0.0  # it moves: no longer held
 
 
