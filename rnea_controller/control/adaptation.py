@@ -202,7 +202,9 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    BAND_DELAYS x d (`_stuck`), 10 ms with commands prompt, well under Kd / Kp (0.1 s at the
    default gains), and the breakaway that followed kept all of it (a geared UR3's wrist_1
    slid ±6.4 mrad about its goal to the end of the hold; corpus seeds 1-16: 2,446 -> 2,452 of
-   2,560, brakes and runaways unchanged). A ring gathers no band.
+   2,560, brakes and runaways unchanged). A ring gathers no band. That wrist itself still ends
+   5.7 mrad off: after the first reset its integral reached its clamp (4.3 N·m) before it
+   had gathered its band again.
    A joint its friction holds (`_held`, stop 66): s needs c^, which a light joint that
    stick-slips never shows (no window slides one way): at the end of a motion the xArm7's
    joint7 (1.4e-4 kg·m², 0.8 N·m of Coulomb friction) stood 20 mrad off its goal while the
