@@ -51,7 +51,7 @@ def main(argv=None):
     print(header)
     bad = 0
     rows = {}
-    slips = [0, 0, 0]  # cases with a slip bound over the final bar; of them, final misses; all
+    slips = [0, 0, 0]  # cases whose Stribeck slip is over the bar; of them, final misses; all
     with multiprocessing.get_context('spawn').Pool(args.processes) as pool:
         for case, node, peer, _wall, slip in pool.imap(_one, cases):
             why = corpus.failures(node, peer)

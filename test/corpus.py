@@ -520,6 +520,12 @@ def failures(node, peer):
     return out
 
 
+def lateness(case):
+    """[s] the case's loop lateness d: its commands' delay plus a period (the node's default
+    1 kHz)."""
+    return draw_timing(case.timing, case.seed).delay + 1e-3
+
+
 def stribeck_slip(case):
     """[rad] `stribeck_slips`' largest: of the joint that slips farthest."""
     return float(stribeck_slips(case).max())
@@ -544,12 +550,9 @@ def stribeck_slips(case):
     model = pin.buildModelFromXML(true_urdf(a, truth))
     model.armature = np.asarray(truth.armature, dtype=float).copy()
     m = np.diag(pin.crba(model, model.createData(), a.start))
-    d = draw_timing(case.timing, case.seed).delay + 1e-3
-    s, b = truth.stribeck, truth.viscous
-    tau = np.where(b > 0.0, m / np.maximum(b, 1e-300), np.inf)  # [s] the joint's own time
-    small = b * d < 1e-6 * m
-    return np.where(small, 0.5 * s / m * d * d,
-                    s / np.maximum(b, 1e-300) * (d - tau * -np.expm1(-d / tau)))
+    d, s, b = lateness(case), truth.stribeck, truth.viscous  # b > 0: drawn log-uniform
+    own = m / b  # [s] the joint's own time
+    return s / b * (d - own * -np.expm1(-d / own))
 
 
 class Pushed:

@@ -218,8 +218,7 @@ def test_the_stribeck_slip_is_one_the_true_arm_makes():
     hold = plant.gravity(a.start)  # the URDF's: the friction truth's links are exact
     push = hold.copy()
     push[k] += 1.02 * (truth.coulomb[k] + truth.stribeck[k])
-    late = corpus.draw_timing(case.timing, case.seed).delay + 1e-3
-    for _ in range(math.ceil(late / plant.model.opt.timestep)):
+    for _ in range(math.ceil(corpus.lateness(case) / plant.model.opt.timestep)):
         plant.step(push)
     for _ in range(300):  # it stops: friction and the hold
         plant.step(hold)
