@@ -120,6 +120,28 @@ def test_an_untold_payload_s_brake_ends_in_a_hold_that_holds():
     assert len(handed) == 1 and 'N·m' in handed[0], node.log
 
 
+FELL = (corpus.Case('ur10', 'links', 'late', 'pinocchio', 13),
+        corpus.Case('ur10', 'links', 'late', 'mujoco', 13))
+
+
+def test_an_untold_payload_s_fall_is_not_taken_for_a_measured_inertia():
+    """Rule 3 (stop 71): the UR10 with its links off and a payload it is not told, commands
+    6.4 ms late, under both simulators. Its wrists fall from the first command. The fall's
+    first window, its error still under STUCK_ERROR, asked a^ to go below 0 (the residual
+    against the fall's acceleration reads as negative inertia); the clamp held a^ at 0, and
+    its variance, shrunk by that large acceleration, marked a^ measured, which ended rule 3's
+    fall (its active set is for a^ not yet measured): from then on the step was shared
+    through the covariance, d^ went the wrong way (wrist_2 +0.9 N·m as it fell the other
+    way), the wrist reached its velocity limit in 0.12 s: the brake, 0.55-0.57 rad off, RMS
+    3.4-3.7x the peer's. A fall's window whose step a^'s floor cut measures no a^: the fall
+    stays rule 3's, d^ takes it. Measured: no brake, 0.63x the velocity limit, finals under
+    1e-5 rad, RMS a third of the peer's."""
+    for case, (ours, peer) in zip(FELL, parallel_map(_case, FELL)):
+        assert ours.brakes == 0 and ours.fastest < 1.0, (case.name, ours)
+        assert ours.final <= corpus.FINAL, (case.name, ours)
+        assert ours.rms <= peer.rms, (case.name, ours, peer)
+
+
 HELD = (corpus.Case('xarm7', 'friction', 'prompt', 'pinocchio', 2),
         corpus.Case('so100', 'friction', 'prompt', 'pinocchio', 7),
         corpus.Case('xarm7', 'links', 'prompt', 'pinocchio', 10))

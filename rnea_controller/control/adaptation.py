@@ -65,7 +65,17 @@ test_geared's untold geared UR5. On by default: `estimation.forgetting_time` 1 s
    bound, d^ took what a command delay leaves (delta x the command's rate) as a fast
    disturbance observer, the delay measurement read 0 ms (test_timing_matrix), and the 0.2 s
    blackout's mismatch (commands that never acted) swung the hold after it to 1.77x; once a^
-   is measured the step is shared as before.
+   is measured the step is shared as before. A fall's window (rule 3's, or one in which the
+   joint's error grew while it moved and accelerated away from its reference, at any error)
+   whose step a^'s floor cut (it would have taken a^ below 0) measures no a^: `settled`
+   waits for another (stop 71).
+   Why: a fall's first window, its error still under STUCK_ERROR, asked a^ below 0 against
+   a large acceleration, and the variance that acceleration shrank marked a^ measured, which
+   ended the fall's active set from its second window on (the UR10's links off, an untold
+   payload, commands 6.4 ms late: d^ of wrist_2 +0.9 N·m while it fell the other way, the
+   brake within 0.12 s, 0.55 rad off; now no brake, 0.63x, 2e-6 rad). Any window so cut
+   instead: the UR10's friction-true wrist_3 (5e-4 kg·m², 1.7 N·m of Coulomb friction)
+   broke away at 3.8x its velocity limit (stop 71).
 4. What is not learnt from (`_estimate`, `_consistent`). A joint whose reference rests while
    its integral may run (no excitation; d^ and the integral, two integrators of one error,
    hunted ±1 N·m on Coulomb friction: friction row final 1.8e-3 -> 8.7e-4 rad); a joint its
@@ -332,20 +342,21 @@ def work_shapes(n: int, m: int) -> dict:
     has its first state]; elapsed [s] the window's duration; integral (m,) [N·m]; settled (m,)
     1 once a^ was measured; q_mid, qd_mid (n,) the window's middle state; schedule (3,);
     swing (8, m) rule 8's measures of the command [N·m], the velocity [rad/s] and the hunt;
-    calmed (m,) how often rule 8 acted; probe (6, m): rule 6's guess, the a^ [kg·m²] it added
+    calmed (m,) how often rule 8 acted; probe (11, m): rule 6's guess, the a^ [kg·m²] it added
     that no acceleration has measured yet, the newest state's velocity [rad/s], the
     acceleration [rad/s²] from the state before (0 while no new state arrives), the time [s]
     since the joint broke away (0: not); rule 7's integral [N·m] when the joint last came to
     a stand at rest, how long [s] it has stood, the friction band a held stand's breakaway
     measured [N·m], the error [rad] and d^ [N·m] when the stand began, 1 while the stand is
-    held (`_held`); step (m,) rule 7's integral step of the
+    held (`_held`); rule 3's 1 where the last window was a fall's whose step took a^ below
+    its floor (it measured no a^); step (m,) rule 7's integral step of the
     tick [rad/s²]; inertial (4, n) the RNEA row that takes it through M(q) (q, 0, the step ->
     its torque [N·m]) and quiet (1, n, 6) that row's zero wrenches (preallocated: the tick
     allocates nothing)."""
     return dict(theta=(ESTIMATED, m), P=(m, ESTIMATED, ESTIMATED), applied=(2, m),
                 qd_last=(n,), count=(3,), elapsed=(1,), integral=(m,), settled=(m,),
                 q_mid=(n,), qd_mid=(n,), q_first=(n,), schedule=(3,), swing=(8, m),
-                calmed=(m,), probe=(10, m), step=(m,), inertial=(4, n), quiet=(1, n, 6))
+                calmed=(m,), probe=(11, m), step=(m,), inertial=(4, n), quiet=(1, n, 6))
 
 
 def initial(arrays: dict) -> None:
@@ -639,8 +650,10 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         err -= phi[a] * x[a]
     P, a_old, step = work.P[k], theta[0, k], work.schedule[ESTIMATE]
     den = _gain(P, phi, Pphi, lam)
+    below = 0.0  # 1: a fall's window whose step a^'s floor cut: it measures no a^ (rule 3)
     if _falls(work, k, qdd_m) and x[0] + Pphi[0] / den * err * step < 0.0:
         # a^ held at 0 (no rotor takes inertia away): the others, d^ first, take the step
+        below = 1.0
         err += phi[0] * x[0]
         x[0] = phi[0] = 0.0
         den = _gain(P, phi, Pphi, lam)
@@ -655,6 +668,9 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
                 P[a, b] *= shrink
                 P[b, a] *= shrink
         theta[a, k] = min(max(x[a] * scales[a, k], model.floors[a, k]), model.ceilings[a, k])
+    e, ed = work.e[0, k], work.e[1, k]
+    away = e * ed > 0.0 and e * qdd_m < 0.0 and e * v < 0.0  # a fall's window (rule 3)
+    work.probe[10, k] = 1.0 if away and x[0] * scales[0, k] < model.floors[0, k] else below
     if v * qdd_m < 0.0:  # a deceleration: friction told too high reads as inertia there
         growth_factor = 1.0 + (growth_factor - 1.0) / BRAKING_GROWTH
     growth = (model.inertia[k] + a_old) * growth_factor
@@ -794,7 +810,8 @@ def _integrate(model, work, ref):
     fixed at the zero pose, a mode of the arm at q got M(q)⁻¹ M(q0) times Ki, up to 13.5x on
     the Kinova at the corpus's start pose (0.02-8x on the others): with its links 30 % off and
     commands 10 ms late its wrist's hold swung at 4.5 Hz into 14 brakes.
-    `settled` records once that a^'s scaled variance was at most SETTLED (it grows back at
+    `settled` records once that a^'s scaled variance was at most SETTLED after a window that
+    was not a fall's cut by a^'s floor (rule 3: such a window measured no a^; it grows back at
     rest, which no longer holds the integral). A joint that stood off its goal (`_stood`)
     integrates before that (the Routh bound against an untold rotor is a moving joint's); one
     its friction holds (`_held`), its band unknown (`_band`), e-folds its integral towards the
@@ -811,7 +828,7 @@ def _integrate(model, work, ref):
         if stood and _held(model, work, k):
             work.probe[9, k] = 1.0  # until it moves again (`_stands`, `_released`)
         e, ed = work.e[0, k], work.e[1, k]
-        if work.P[k, 0, 0] <= SETTLED:
+        if work.P[k, 0, 0] <= SETTLED and work.probe[10, k] == 0.0:
             work.settled[k] = 1.0
         slow = abs(ed) < max(_gate(model, k, e), FAR * _pace(model, k) * abs(e))
         if (resting and (slow or e * ed > 0.0) and scale > 0.0
