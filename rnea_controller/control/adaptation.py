@@ -650,10 +650,8 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
         err -= phi[a] * x[a]
     P, a_old, step = work.P[k], theta[0, k], work.schedule[ESTIMATE]
     den = _gain(P, phi, Pphi, lam)
-    below = 0.0  # 1: a fall's window whose step a^'s floor cut: it measures no a^ (rule 3)
-    if _falls(work, k, qdd_m) and x[0] + Pphi[0] / den * err * step < 0.0:
-        # a^ held at 0 (no rotor takes inertia away): the others, d^ first, take the step
-        below = 1.0
+    held = _falls(work, k, qdd_m) and x[0] + Pphi[0] / den * err * step < 0.0
+    if held:  # a^ held at 0 (no rotor takes inertia away): the others, d^ first, take the step
         err += phi[0] * x[0]
         x[0] = phi[0] = 0.0
         den = _gain(P, phi, Pphi, lam)
@@ -668,9 +666,10 @@ def _estimate_joint(model, work, qd, k, lam, scales, phi, Pphi, x, growth_factor
                 P[a, b] *= shrink
                 P[b, a] *= shrink
         theta[a, k] = min(max(x[a] * scales[a, k], model.floors[a, k]), model.ceilings[a, k])
-    e, ed = work.e[0, k], work.e[1, k]
-    away = e * ed > 0.0 and e * qdd_m < 0.0 and e * v < 0.0  # a fall's window (rule 3)
-    work.probe[10, k] = 1.0 if away and x[0] * scales[0, k] < model.floors[0, k] else below
+    # a fall's window whose step a^'s floor cut measures no a^ (`settled`, `_integrate`)
+    cut = held or (_away(work, k, qdd_m) and work.e[0, k] * v < 0.0
+                   and x[0] * scales[0, k] < model.floors[0, k])
+    work.probe[10, k] = 1.0 if cut else 0.0
     if v * qdd_m < 0.0:  # a deceleration: friction told too high reads as inertia there
         growth_factor = 1.0 + (growth_factor - 1.0) / BRAKING_GROWTH
     growth = (model.inertia[k] + a_old) * growth_factor
@@ -683,9 +682,16 @@ def _falls(work, k, qdd_m):
     STUCK_ERROR [rad] and growing, its measured acceleration qdd_m [rad/s²] away from its
     reference. Its residual then reads as negative inertia (r = Δg M_ii / m against qdd_m),
     which a^ >= 0 cannot take."""
-    e, ed = work.e[0, k], work.e[1, k]
-    return (work.settled[k] == 0.0 and e * ed > 0.0 and e * qdd_m < 0.0
-            and abs(e) > STUCK_ERROR)
+    return (work.settled[k] == 0.0 and _away(work, k, qdd_m)
+            and abs(work.e[0, k]) > STUCK_ERROR)
+
+
+@njit(cache=True)
+def _away(work, k, qdd_m):
+    """Rule 3: controlled joint k's error grows and its measured acceleration qdd_m [rad/s²]
+    is away from its reference."""
+    e = work.e[0, k]
+    return e * work.e[1, k] > 0.0 and e * qdd_m < 0.0
 
 
 @njit(cache=True)
