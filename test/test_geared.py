@@ -167,7 +167,7 @@ def test_excite_identify_restart_tracks_within_2x_of_told(told, excited):
     'constraint force anywhere within ±c at a reversal, which no velocity function follows, '
     'and the fit takes part of it as inertia (stop 72: wrist_3 0.113 for 0.102, elbow to '
     "wrist_2 +1 to +7 %, the pan's Coulomb +6.7 %; on the rows of joints sliding at 0.1 rad/s "
-    'or faster, the armatures within 5 %)'))
+    'or faster, elbow to wrist_3 -1.6 to -5.5 %)'))
 def test_excite_identify_finds_the_armature_within_10_and_coulomb_within_3_percent(excited):
     """The armature within 10 % of the plant's a + dt·D and the Coulomb friction within 3 %
     (issue 23; held until issue 44 fitted every row: stop 72 measured the pan's Coulomb
